@@ -1,0 +1,14 @@
+/*
+ * Error text for the pure cores: each failing call writes one sentence,
+ * without a trailing period or prefix, into a caller-provided buffer; the
+ * caller adds the context (plugin name, option) when it reports it.
+ */
+#ifndef DIST_TRAIN_ERROR_H
+#define DIST_TRAIN_ERROR_H
+
+#include <stddef.h>
+
+void dt_errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

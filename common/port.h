@@ -1,0 +1,51 @@
+/*
+ * Rendezvous ports of a step.
+ *
+ * With MpiParams=ports=LO-HI in slurm.conf, Slurm reserves ports for every
+ * step on its nodes (SLURM_STEP_RESV_PORTS, at least two): concurrent
+ * steps never share one, so they are used first. Otherwise each step gets
+ * a block of DT_PORTS_PER_STEP ports out of the site's range:
+ *
+ *   slots = (HIGH - LOW + 1) / DT_PORTS_PER_STEP
+ *   slot  = (JOB_ID * 64 + STEP_ID) mod slots
+ *   port  = LOW + slot * DT_PORTS_PER_STEP
+ *
+ * Concurrent steps of one job differ as long as fewer than `slots` run at
+ * once; steps numbered below 64 of two jobs differ while the job ids are
+ * less than slots / 64 apart.
+ */
+#ifndef DIST_TRAIN_PORT_H
+#define DIST_TRAIN_PORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* MASTER_PORT, NCCL's bootstrap, torchrun's rendezvous, one spare. */
+#define DT_PORTS_PER_STEP 4
+
+enum dt_port_source {
+	DT_PORT_RESERVED,	/* SLURM_STEP_RESV_PORTS */
+	DT_PORT_DERIVED,	/* the rule above */
+};
+
+struct dt_step_ports {
+	uint16_t port[DT_PORTS_PER_STEP];
+	unsigned count;		/* 2..DT_PORTS_PER_STEP */
+	enum dt_port_source source;
+};
+
+/*
+ * RESV_PORTS is SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12007") or
+ * NULL. Returns 0, or -1 with one sentence in ERR.
+ */
+int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
+		  uint16_t range_lo, uint16_t range_hi,
+		  struct dt_step_ports *out, char *err, size_t errlen);
+
+const char *dt_port_source_name(enum dt_port_source source);
+
+/* Whether TEXT is a port number, 1 to 65535, in plain decimal. */
+bool dt_is_port(const char *text);
+
+#endif

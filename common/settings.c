@@ -1,0 +1,267 @@
+#include "config.h"
+
+#include "settings.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum scope {
+	SCOPE_SITE = 1,		/* plugstack.conf argument */
+	SCOPE_USER = 2,		/* --dist-train setting */
+};
+
+enum value_kind {
+	VALUE_NONE,		/* a bare word: "off" */
+	VALUE_OPTIONAL,		/* "verbose" or "verbose=no" */
+	VALUE_REQUIRED,		/* "port-range=20000-28999" */
+};
+
+struct setting {
+	const char *name;
+	const char *syntax;	/* how messages show it */
+	unsigned scopes;
+	enum value_kind kind;
+	/* VALUE is NULL when the word had no '='. */
+	int (*apply)(struct dt_config *cfg, const char *value,
+		     char *err, size_t errlen);
+};
+
+static int parse_bool(const char *name, const char *value, bool *out,
+		      char *err, size_t errlen)
+{
+	static const char *const yes[] = { "yes", "on", "true", "1" };
+	static const char *const no[] = { "no", "off", "false", "0" };
+
+	if (!value) {
+		*out = true;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcmp(value, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (!strcmp(value, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	dt_errf(err, errlen, "bad value '%s' for '%s': expected yes or no",
+		value, name);
+	return -1;
+}
+
+/* A decimal in [LO, HI], nothing else. */
+static int parse_uint(const char *text, unsigned long lo, unsigned long hi,
+		      unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!text || text[0] < '0' || text[0] > '9')
+		return -1;
+	v = strtoul(text, &end, 10);
+	if (*end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int apply_on(struct dt_config *cfg, const char *value,
+		    char *err, size_t errlen)
+{
+	(void)value, (void)err, (void)errlen;
+	cfg->enabled = true;
+	return 0;
+}
+
+static int apply_off(struct dt_config *cfg, const char *value,
+		     char *err, size_t errlen)
+{
+	(void)value, (void)err, (void)errlen;
+	cfg->enabled = false;
+	return 0;
+}
+
+static int apply_verbose(struct dt_config *cfg, const char *value,
+			 char *err, size_t errlen)
+{
+	return parse_bool("verbose", value, &cfg->verbose, err, errlen);
+}
+
+static int apply_default(struct dt_config *cfg, const char *value,
+			 char *err, size_t errlen)
+{
+	if (!strcmp(value, "on"))
+		cfg->default_on = true;
+	else if (!strcmp(value, "off"))
+		cfg->default_on = false;
+	else {
+		dt_errf(err, errlen, "bad value '%s' for 'default': expected "
+			"on or off", value);
+		return -1;
+	}
+	cfg->enabled = cfg->default_on;
+	return 0;
+}
+
+static int apply_port_range(struct dt_config *cfg, const char *value,
+			    char *err, size_t errlen)
+{
+	char lo_text[8];
+	const char *dash = strchr(value, '-');
+	unsigned long lo, hi;
+	size_t n = dash ? (size_t)(dash - value) : 0;
+
+	if (!dash || n == 0 || n >= sizeof(lo_text))
+		goto bad;
+	memcpy(lo_text, value, n);
+	lo_text[n] = '\0';
+	if (parse_uint(lo_text, 1024, 65535, &lo) < 0 ||
+	    parse_uint(dash + 1, 1024, 65535, &hi) < 0 || hi < lo + 3)
+		goto bad;
+	cfg->port_lo = (uint16_t)lo;
+	cfg->port_hi = (uint16_t)hi;
+	return 0;
+bad:
+	dt_errf(err, errlen, "bad value '%s' for 'port-range': expected "
+		"LOW-HIGH with 1024 <= LOW, LOW + 3 <= HIGH <= 65535", value);
+	return -1;
+}
+
+static const struct setting settings[] = {
+	{ "on", "on", SCOPE_USER, VALUE_NONE, apply_on },
+	{ "off", "off", SCOPE_USER, VALUE_NONE, apply_off },
+	{ "verbose", "verbose[=yes|no]", SCOPE_USER | SCOPE_SITE,
+	  VALUE_OPTIONAL, apply_verbose },
+	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
+	  apply_default },
+	{ "port-range", "port-range=LOW-HIGH", SCOPE_SITE, VALUE_REQUIRED,
+	  apply_port_range },
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static void list_valid(unsigned scope, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		int n;
+
+		if (!(settings[i].scopes & scope))
+			continue;
+		n = snprintf(buf + used, len - used, "%s%s",
+			     used ? ", " : "", settings[i].syntax);
+		if (n < 0 || (size_t)n >= len - used)
+			return;
+		used += (size_t)n;
+	}
+}
+
+/* Apply one "name" or "name=value" word of the given scope. */
+static int apply_word(struct dt_config *cfg, unsigned scope, const char *word,
+		      size_t wordlen, const char *what, char *err,
+		      size_t errlen)
+{
+	char name[32], valid[256], value[256];
+	const char *eq = memchr(word, '=', wordlen);
+	size_t namelen = eq ? (size_t)(eq - word) : wordlen;
+	const struct setting *s = NULL;
+	int rc;
+
+	if (namelen < sizeof(name)) {
+		memcpy(name, word, namelen);
+		name[namelen] = '\0';
+		for (size_t i = 0; i < NSETTINGS; i++)
+			if ((settings[i].scopes & scope) &&
+			    !strcmp(settings[i].name, name))
+				s = &settings[i];
+	}
+	if (!s) {
+		list_valid(scope, valid, sizeof(valid));
+		dt_errf(err, errlen, "unknown %s '%.*s'; valid: %s", what,
+			(int)wordlen, word, valid);
+		return -1;
+	}
+	if (eq && s->kind == VALUE_NONE) {
+		dt_errf(err, errlen, "%s '%s' takes no value", what, name);
+		return -1;
+	}
+	if (!eq && s->kind == VALUE_REQUIRED) {
+		dt_errf(err, errlen, "%s '%s' needs a value: %s", what, name,
+			s->syntax);
+		return -1;
+	}
+	if (eq) {
+		size_t vlen = wordlen - namelen - 1;
+
+		if (vlen >= sizeof(value)) {
+			dt_errf(err, errlen, "value of '%s' is too long", name);
+			return -1;
+		}
+		memcpy(value, eq + 1, vlen);
+		value[vlen] = '\0';
+	}
+	rc = s->apply(cfg, eq ? value : NULL, err, errlen);
+	return rc;
+}
+
+void dt_config_init(struct dt_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->port_lo = DT_DEFAULT_PORT_LO;
+	cfg->port_hi = DT_DEFAULT_PORT_HI;
+}
+
+int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
+			 char *err, size_t errlen)
+{
+	for (int i = 0; i < argc; i++) {
+		if (!strchr(argv[i], '=')) {
+			char valid[256];
+
+			list_valid(SCOPE_SITE, valid, sizeof(valid));
+			dt_errf(err, errlen, "plugstack.conf argument '%s' is "
+				"not KEY=VALUE; valid: %s", argv[i], valid);
+			return -1;
+		}
+		if (apply_word(cfg, SCOPE_SITE, argv[i], strlen(argv[i]),
+			       "plugstack.conf argument", err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+bool dt_option_arg_is_empty(const char *arg)
+{
+	return !arg || !*arg || !strcmp(arg, "(null)");
+}
+
+int dt_config_parse_option(struct dt_config *cfg, const char *arg,
+			   char *err, size_t errlen)
+{
+	const char *p = arg;
+
+	cfg->enabled = true;
+	if (dt_option_arg_is_empty(arg))
+		return 0;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (n == 0) {
+			dt_errf(err, errlen, "empty setting in '%s'", arg);
+			return -1;
+		}
+		if (apply_word(cfg, SCOPE_USER, p, n, "setting", err,
+			       errlen) < 0)
+			return -1;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}

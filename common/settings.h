@@ -1,0 +1,50 @@
+/*
+ * The plugin's configuration: site defaults from plugstack.conf arguments,
+ * then the user's --dist-train[=SETTINGS] for one step. One table of
+ * settings drives both parsers, the messages that list valid settings and
+ * the documentation.
+ */
+#ifndef DIST_TRAIN_SETTINGS_H
+#define DIST_TRAIN_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Outside Linux's default ephemeral range (32768-60999). */
+#define DT_DEFAULT_PORT_LO 20000
+#define DT_DEFAULT_PORT_HI 28999
+
+struct dt_config {
+	/* Site only (plugstack.conf). */
+	bool default_on;	/* steps get it without --dist-train */
+	uint16_t port_lo;	/* range for derived ports */
+	uint16_t port_hi;
+
+	/* Per step: the site's value is the default, the user's wins. */
+	bool enabled;
+	bool verbose;
+};
+
+/* Built-in defaults: off unless asked for, quiet, the default port range. */
+void dt_config_init(struct dt_config *cfg);
+
+/*
+ * Apply plugstack.conf arguments (KEY=VALUE words). Returns 0, or -1 with
+ * one sentence in ERR naming the bad argument and the valid ones.
+ */
+int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
+			 char *err, size_t errlen);
+
+/*
+ * Apply the value of --dist-train on top of CFG and enable it. ARG may be
+ * NULL, "" or "(null)": that is how Slurm hands over a bare
+ * "#SBATCH --dist-train" to the steps of the job.
+ */
+int dt_config_parse_option(struct dt_config *cfg, const char *arg,
+			   char *err, size_t errlen);
+
+/* Whether ARG carries no settings (see dt_config_parse_option). */
+bool dt_option_arg_is_empty(const char *arg);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * The environment torchrun would give a worker, computed from a layout.
+ *
+ * Pure: the caller passes a getenv function for the task's current
+ * environment and applies the result (spank_setenv in the plugin, an
+ * exec'd environment or shell code in the helper).
+ */
+#ifndef DIST_TRAIN_TRAIN_ENV_H
+#define DIST_TRAIN_TRAIN_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "port.h"
+
+enum dt_env_action {
+	DT_ENV_SET,		/* set or overwrite */
+	DT_ENV_KEPT,		/* the user's value stays */
+	DT_ENV_UNSET,		/* remove from the environment */
+};
+
+struct dt_env_entry {
+	const char *name;
+	char *value;		/* the value set or kept; NULL for UNSET */
+	enum dt_env_action action;
+};
+
+struct dt_env {
+	struct dt_env_entry *entries;
+	size_t count;
+	size_t cap;
+};
+
+typedef const char *(*dt_getenv_fn)(const char *name, void *arg);
+
+struct dt_env_request {
+	const struct dt_layout *layout;
+	uint32_t rank;			/* RANK */
+	uint32_t local_rank;		/* LOCAL_RANK */
+	const struct dt_step_ports *ports;
+	uint32_t cpus_per_task;		/* 0 when unknown */
+	const char *step_id;		/* "JOBID.STEPID" */
+	dt_getenv_fn getenv;		/* the task's environment */
+	void *getenv_arg;
+};
+
+/*
+ * Fill OUT (initialised to zero by the caller). Returns 0, or -1 with one
+ * sentence in ERR (a MASTER_PORT in the user's environment that is no
+ * port, no memory).
+ */
+int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
+		 char *err, size_t errlen);
+
+void dt_env_free(struct dt_env *env);
+
+/* Value of NAME in ENV, NULL if absent or unset. */
+const char *dt_env_get(const struct dt_env *env, const char *name);
+
+/*
+ * "NAME=VALUE NAME=VALUE(kept) -NAME" on one line, for verbose mode.
+ * Returns the length it needed, like snprintf.
+ */
+size_t dt_env_describe(const struct dt_env *env, char *buf, size_t len);
+
+#endif
