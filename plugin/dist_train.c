@@ -1,0 +1,102 @@
+/*
+ * The SPANK entry points of dist_train.so, and nothing else: each one
+ * dispatches to the file that handles its context (see plugin.h).
+ *
+ * The plugin runs inside every job step of the cluster. Whatever goes
+ * wrong, an entry point that runs in slurmstepd returns 0 (a failing
+ * slurm_spank_init can drain a node); only srun, sbatch and salloc fail
+ * the command, and only a task asked to get the environment fails itself.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "plugin.h"
+
+static struct plugin_state state;
+
+struct plugin_state *plugin_state(void)
+{
+	return &state;
+}
+
+/* What Slurm looks up; plugin/dist_train.map hides everything else. */
+#pragma GCC visibility push(default)
+
+SPANK_PLUGIN(dist_train, 1)
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	spank_context_t ctx = spank_context();
+
+	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR &&
+	    ctx != S_CTX_REMOTE)
+		return 0;
+
+	dt_config_init(&state.site);
+	state.site_ok = dt_config_parse_site(&state.site, ac, av,
+					     state.site_error,
+					     sizeof(state.site_error)) == 0;
+	if (!state.site_ok) {
+		dt_config_init(&state.site);
+		/* Users hear of it when they ask for --dist-train. */
+		if (ctx == S_CTX_REMOTE)
+			dt_log_error("disabled: %s", state.site_error);
+	}
+	state.step = state.site;
+
+	if (options_register(sp) != 0)
+		return ctx == S_CTX_REMOTE ? 0 : -1;
+	return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+	case S_CTX_ALLOCATOR:
+		return srun_post_opt(sp);
+	case S_CTX_REMOTE:
+		/* Settings were validated by srun; keep what parses. */
+		state.step = state.site;
+		if (state.option_seen &&
+		    dt_config_parse_option(&state.step, state.option_arg,
+					   NULL, 0) < 0)
+			state.step = state.site;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return slurmstepd_user_init(sp);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return task_init(sp);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp, (void)ac, (void)av;
+
+	if (spank_context() == S_CTX_REMOTE)
+		slurmstepd_exit();
+	options_free();
+	return 0;
+}
+
+#pragma GCC visibility pop

@@ -1,0 +1,67 @@
+/*
+ * State shared by the plugin's context files, and their entry points.
+ *
+ * dist_train.c defines the SPANK symbols and dispatches by context to:
+ *   options.c      the --dist-train option (every context)
+ *   srun.c         srun, sbatch, salloc: validation before anything runs
+ *   slurmstepd.c   once per node and step: the node's layout and ports
+ *   task.c         each task, just before exec: its environment
+ */
+#ifndef DIST_TRAIN_PLUGIN_H
+#define DIST_TRAIN_PLUGIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <slurm/spank.h>
+
+#include "../common/settings.h"
+#include "../common/layout.h"
+#include "../common/port.h"
+
+#define DT_NAME "dist-train"
+
+#define dt_log_error(fmt, ...) slurm_error(DT_NAME ": " fmt, ##__VA_ARGS__)
+#define dt_log_info(fmt, ...) slurm_info(DT_NAME ": " fmt, ##__VA_ARGS__)
+#define dt_log_debug(fmt, ...) slurm_debug(DT_NAME ": " fmt, ##__VA_ARGS__)
+
+struct plugin_state {
+	/* slurm_spank_init: plugstack.conf arguments. */
+	struct dt_config site;
+	bool site_ok;
+	char site_error[256];
+
+	/* Option callbacks: the last --dist-train value seen. */
+	bool option_seen;
+	char *option_arg;
+
+	/* init_post_opt: the step's configuration. */
+	struct dt_config step;
+
+	/* slurmstepd user_init: the node's part, inherited by each task. */
+	bool node_active;	/* this step gets the environment */
+	char node_error[512];	/* set: every task fails with it */
+	struct dt_layout layout;
+	struct dt_step_ports ports;
+	uint32_t job_id;
+	uint32_t step_id;
+	uint32_t cpus_per_task;
+};
+
+struct plugin_state *plugin_state(void);
+
+/* options.c */
+int options_register(spank_t sp);
+void options_free(void);
+
+/* srun.c: local (srun) and allocator (sbatch, salloc) contexts. */
+int srun_post_opt(spank_t sp);
+
+/* slurmstepd.c */
+int slurmstepd_user_init(spank_t sp);
+void slurmstepd_exit(void);
+
+/* task.c */
+int task_init(spank_t sp);
+
+#endif

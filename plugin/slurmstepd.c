@@ -1,0 +1,75 @@
+/*
+ * slurmstepd, once per node and step (slurm_spank_user_init, running with
+ * the user's effective uid): work out what every task of this node shares.
+ * The tasks are forked afterwards and inherit this state.
+ *
+ * Errors are not returned (Slurm would not show them to the user): they
+ * are kept, and every task of the step fails with them in task_init.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+
+#include "plugin.h"
+#include "../common/envp.h"
+
+static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
+{
+	return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+int slurmstepd_user_init(spank_t sp)
+{
+	struct plugin_state *st = plugin_state();
+	struct dt_slurm_step step;
+	char **env = NULL;
+	char err[400];
+
+	st->node_active = false;
+	st->node_error[0] = '\0';
+	if (get_u32(sp, S_JOB_STEPID, &st->step_id) < 0 ||
+	    st->step_id > SLURM_MAX_NORMAL_STEP_ID)
+		return 0;	/* extern, batch and interactive steps */
+	if (!st->site_ok || !st->step.enabled)
+		return 0;
+	st->node_active = true;
+
+	memset(&step, 0, sizeof(step));
+	if (get_u32(sp, S_JOB_ID, &st->job_id) < 0 ||
+	    get_u32(sp, S_JOB_NNODES, &step.num_nodes) < 0 ||
+	    get_u32(sp, S_JOB_NODEID, &step.node_id) < 0 ||
+	    get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &step.num_tasks) < 0 ||
+	    get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &step.local_tasks) < 0 ||
+	    spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, (uint32_t)0,
+			   &step.first_global_id) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+		snprintf(err, sizeof(err), "Slurm did not give the step's "
+			 "size and layout to the plugin");
+		goto fail;
+	}
+	if (get_u32(sp, S_STEP_CPUS_PER_TASK, &st->cpus_per_task) < 0)
+		st->cpus_per_task = 0;
+	step.nodelist = dt_envp_get(env, "SLURM_STEP_NODELIST");
+	step.tasks_per_node = dt_envp_get(env, "SLURM_STEP_TASKS_PER_NODE");
+	step.distribution = dt_envp_get(env, "SLURM_DISTRIBUTION");
+
+	if (dt_layout_from_slurm(&step, &st->layout, err, sizeof(err)) < 0)
+		goto fail;
+	if (dt_step_ports(dt_envp_get(env, "SLURM_STEP_RESV_PORTS"),
+			  st->job_id, st->step_id, st->step.port_lo,
+			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
+		goto fail;
+	return 0;
+fail:
+	snprintf(st->node_error, sizeof(st->node_error), "%s", err);
+	dt_log_error("step %u.%u: %s", st->job_id, st->step_id, err);
+	return 0;
+}
+
+void slurmstepd_exit(void)
+{
+	dt_layout_free(&plugin_state()->layout);
+}

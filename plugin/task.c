@@ -1,0 +1,117 @@
+/*
+ * Each task, in its own process as the user, just before execve: set the
+ * task's environment. A failure here fails this task only, and the
+ * message goes to the task's stderr, which srun shows.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugin.h"
+#include "../common/envp.h"
+#include "../common/train_env.h"
+
+/* One line on the task's stderr, and the same in the node's log. */
+static void task_message(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void task_message(const char *fmt, ...)
+{
+	char line[4096];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	dprintf(STDERR_FILENO, DT_NAME ": %s\n", line);
+}
+
+static int apply(spank_t sp, const struct dt_env *env)
+{
+	for (size_t i = 0; i < env->count; i++) {
+		const struct dt_env_entry *e = &env->entries[i];
+		spank_err_t rc = ESPANK_SUCCESS;
+
+		if (e->action == DT_ENV_SET)
+			rc = spank_setenv(sp, e->name, e->value, 1);
+		else if (e->action == DT_ENV_UNSET)
+			rc = spank_unsetenv(sp, e->name);
+		if (rc != ESPANK_SUCCESS) {
+			task_message("error: cannot set %s: %s", e->name,
+				     spank_strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int task_init(spank_t sp)
+{
+	struct plugin_state *st = plugin_state();
+	struct dt_env env = { 0 };
+	struct dt_env_request req;
+	char step_id[32], err[sizeof(st->node_error)], *line = NULL;
+	char **envp = NULL;
+	uint32_t rank;
+	int local_rank, rc = -1;
+
+	if (!st->node_active)
+		return 0;
+	if (st->node_error[0]) {
+		snprintf(err, sizeof(err), "%s", st->node_error);
+		goto fail;
+	}
+	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS) {
+		snprintf(err, sizeof(err), "Slurm did not give the task's "
+			 "rank to the plugin");
+		goto fail;
+	}
+	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &st->layout;
+	req.rank = rank;
+	req.local_rank = (uint32_t)local_rank;
+	req.ports = &st->ports;
+	req.cpus_per_task = st->cpus_per_task;
+	req.step_id = step_id;
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	if (dt_train_env(&req, &env, err, sizeof(err)) < 0)
+		goto fail;
+	if (apply(sp, &env) < 0)
+		goto out;
+
+	if (st->step.verbose) {
+		size_t len = dt_env_describe(&env, NULL, 0) + 1;
+
+		line = malloc(len);
+		if (line) {
+			dt_env_describe(&env, line, len);
+			task_message("rank %u on %s: %s", rank,
+				     dt_envp_get(envp, "SLURMD_NODENAME") ?
+				     dt_envp_get(envp, "SLURMD_NODENAME") : "?",
+				     line);
+		}
+	}
+	rc = 0;
+	goto out;
+fail:
+	/* Every task of the node fails alike; one message per node. */
+	if (spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
+	    local_rank == 0)
+		task_message("error: %s", err);
+out:
+	free(line);
+	dt_env_free(&env);
+	return rc;
+}
