@@ -1,0 +1,16 @@
+/*
+ * The dist-train command's subcommands, one file each; main.c dispatches.
+ * Each returns the process's exit status and prints its own errors,
+ * prefixed with "dist-train: ".
+ */
+#ifndef DIST_TRAIN_COMMANDS_H
+#define DIST_TRAIN_COMMANDS_H
+
+#define DT_NAME "dist-train"
+
+int cmd_hostnames(int argc, char **argv);
+
+/* "dist-train: " + message on stderr. */
+void helper_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * dist-train: the command-line companion of the dist_train SPANK plugin.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "hostnames", cmd_hostnames,
+	  "expand a Slurm host list, one host per line" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void helper_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(DT_NAME ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: " DT_NAME " COMMAND [ARGS...]\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-12s %s\n", commands[i].name,
+			commands[i].summary);
+	fprintf(out, "  %-12s %s\n  %-12s %s\n\nSee dist-train(1).\n",
+		"help", "show this help", "version", "show the version");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf(DT_NAME " " PACKAGE_VERSION "\n");
+		return 0;
+	}
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	helper_error("unknown command '%s'; run '" DT_NAME " help'",
+		     argv[1]);
+	return 2;
+}
