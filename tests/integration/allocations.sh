@@ -1,0 +1,76 @@
+#!/bin/bash
+# --dist-train given to sbatch or salloc reaches the srun steps inside;
+# two steps running at once in one allocation both rendezvous.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 11
+
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+job_file show.sh <<'EOF2'
+#!/bin/sh
+echo "$1 RANK=${RANK:-unset} WORLD_SIZE=${WORLD_SIZE:-unset} MASTER_ADDR=${MASTER_ADDR:-unset} MASTER_PORT=${MASTER_PORT:-unset}"
+EOF2
+
+job_file batch.sh <<'EOF2'
+#!/bin/bash
+#SBATCH -N4 -n8
+#SBATCH --dist-train
+#SBATCH -o batch.out
+./show.sh batch-script
+srun ./show.sh step-plain
+srun -N2 -n2 --dist-train=verbose ./show.sh step-verbose
+srun -N2 -n2 --dist-train=off ./show.sh step-off
+EOF2
+rm -f "$JOBS/batch.out"
+job sbatch --wait batch.sh
+check "#SBATCH --dist-train: the job succeeds" test $? = 0 || { show_output; diag "$(cat "$JOBS/batch.out" 2>&1)"; }
+cp "$JOBS/batch.out" "$OUT" 2>/dev/null
+check "the batch script itself is left alone" \
+	grep -q '^batch-script RANK=unset WORLD_SIZE=unset MASTER_ADDR=unset' "$OUT" || show_output
+check "a plain srun step inside gets every rank" \
+	test "$(grep -c '^step-plain RANK=[0-7] WORLD_SIZE=8 MASTER_ADDR=n1 MASTER_PORT=[0-9]' "$OUT")" = 8 || show_output
+check "srun --dist-train=verbose inside adds its settings" \
+	test "$(grep -c '^dist-train: rank [01] on n[12]: RANK=' "$OUT")" = 2 || show_output
+check "srun --dist-train=off inside opts a step out" \
+	test "$(grep -c '^step-off RANK=unset' "$OUT")" = 2 || show_output
+
+job salloc -N2 --dist-train srun -n2 ./show.sh salloc
+check "salloc --dist-train, then srun: the step gets the environment" \
+	test "$(count_lines '^salloc RANK=[01] WORLD_SIZE=2 MASTER_ADDR=n1 MASTER_PORT=[0-9]')" = 2 || show_output
+job salloc -N2 srun -n2 ./show.sh salloc
+check "salloc without it: srun steps get nothing" \
+	test "$(count_lines '^salloc RANK=unset WORLD_SIZE=unset')" = 2 || show_output
+
+# Two PyTorch steps at once in one allocation: distinct ports, both work.
+job_file concurrent.sh <<'EOF2'
+#!/bin/bash
+#SBATCH -N4 --ntasks-per-node=2
+#SBATCH -o concurrent.out
+srun -N4 -n4 --overlap --dist-train /usr/bin/python3 allreduce.py > step-a.out 2>&1 &
+srun -N4 -n4 --overlap --dist-train /usr/bin/python3 allreduce.py > step-b.out 2>&1 &
+wait
+EOF2
+rm -f "$JOBS"/step-[ab].out
+job sbatch --wait concurrent.sh
+check "two concurrent steps: the job succeeds" test $? = 0 || diag "$(cat "$JOBS"/concurrent.out "$JOBS"/step-[ab].out 2>&1)"
+check "both steps completed their all_reduce" \
+	test "$(cat "$JOBS"/step-[ab].out | grep -c '^ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 8 || diag "$(cat "$JOBS"/step-[ab].out 2>&1)"
+port_a=$(grep -o 'master=n1:[0-9]*' "$JOBS/step-a.out" | sort -u)
+port_b=$(grep -o 'master=n1:[0-9]*' "$JOBS/step-b.out" | sort -u)
+check "... each on its own port ($port_a, $port_b)" \
+	test -n "$port_a" -a -n "$port_b" -a "$port_a" != "$port_b"
+
+# Two jobs sharing the nodes at once.
+job_file twojobs.sh <<'EOF2'
+#!/bin/bash
+sbatch --wait -N4 -n4 -o job-a.out --wrap 'srun --dist-train /usr/bin/python3 allreduce.py' &
+sbatch --wait -N4 -n4 -o job-b.out --wrap 'srun --dist-train /usr/bin/python3 allreduce.py' &
+wait
+EOF2
+rm -f "$JOBS"/job-[ab].out
+job ./twojobs.sh
+check "two jobs sharing the nodes both complete" \
+	test "$(cat "$JOBS"/job-[ab].out 2>/dev/null | grep -c '^ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 8 || diag "$(cat "$JOBS"/job-[ab].out 2>&1)"
+
+finish

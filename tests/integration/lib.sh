@@ -1,0 +1,133 @@
+# Shared by the integration tests: TAP output, and a real Slurm cluster of
+# four nodes on this machine (contrib/cluster/dt-cluster) that loads the
+# freshly built plugin. Source it, call cluster_start, write tests.
+#
+# A test script runs only as root with Slurm's daemons installed; without
+# them it reports itself skipped, unless DT_REQUIRE_INTEGRATION=1 (set by
+# tests/run.sh and CI), which turns a skip into a failure.
+
+set -u
+
+TOP_SRCDIR=${DT_TOP_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+TOP_BUILDDIR=${DT_TOP_BUILDDIR:-$TOP_SRCDIR}
+DT_CLUSTER=$TOP_SRCDIR/contrib/cluster/dt-cluster
+export DT_CLUSTER_DIR=${DT_CLUSTER_DIR:-/var/tmp/dist-train-test}
+JOBS=$DT_CLUSTER_DIR/jobs
+JOB_TIMEOUT=${DT_JOB_TIMEOUT:-180}
+
+_tap_n=0
+_tap_failed=0
+
+plan() { echo "1..$1"; }
+
+ok() {
+	_tap_n=$((_tap_n + 1))
+	echo "ok $_tap_n - $*"
+}
+
+not_ok() {
+	_tap_n=$((_tap_n + 1))
+	_tap_failed=$((_tap_failed + 1))
+	echo "not ok $_tap_n - $*"
+}
+
+diag() { sed 's/^/# /' <<<"$*"; }
+
+# check DESCRIPTION COMMAND...: a passing command is "ok". Returns the
+# command's success, so that "check ... || show_output" explains failures.
+check() {
+	local what=$1
+	shift
+	if "$@"; then
+		ok "$what"
+	else
+		not_ok "$what"
+		return 1
+	fi
+}
+
+skip_all() {
+	if [ "${DT_REQUIRE_INTEGRATION:-0}" = 1 ]; then
+		echo "1..1"
+		echo "not ok 1 - cannot run: $*"
+		exit 1
+	fi
+	echo "1..0 # SKIP $*"
+	exit 0
+}
+
+require_cluster_tools() {
+	[ "$(id -u)" = 0 ] || skip_all "needs root to start Slurm's daemons"
+	local t
+	for t in slurmctld slurmd munged srun sbatch salloc unshare runuser; do
+		command -v "$t" >/dev/null || skip_all "$t is not installed (tests/run.sh installs it)"
+	done
+	[ -r "$TOP_BUILDDIR/plugin/.libs/dist_train.so" ] ||
+		skip_all "the plugin is not built"
+}
+
+cluster_stop() {
+	"$DT_CLUSTER" stop >/dev/null 2>&1 || true
+}
+
+_on_exit() {
+	local rc=$?
+	if [ "$_tap_failed" -gt 0 ] && [ -d "$DT_CLUSTER_DIR/log" ]; then
+		diag "slurmd and slurmctld logs are in $DT_CLUSTER_DIR/log"
+	fi
+	cluster_stop
+	exit $rc
+}
+
+# cluster_start [PLUGSTACK ARGS...]: environment settings of dt-cluster
+# (DT_CLUSTER_RESV_PORTS, ...) pass through.
+cluster_start() {
+	require_cluster_tools
+	trap _on_exit EXIT
+	trap 'exit 130' INT TERM
+	export DT_CLUSTER_PLUGIN=$TOP_BUILDDIR/plugin/.libs/dist_train.so
+	export DT_CLUSTER_HELPER=$TOP_BUILDDIR/helper/dist-train
+	export DT_CLUSTER_PLUGIN_ARGS="$*"
+	local out
+	if ! out=$("$DT_CLUSTER" start 2>&1); then
+		echo "1..1"
+		echo "not ok 1 - the test cluster did not start"
+		diag "$out"
+		exit 1
+	fi
+}
+
+# Replace the plugin's plugstack.conf arguments; every new srun and
+# slurmstepd reads the file again.
+set_plugin_args() {
+	echo "required $DT_CLUSTER_DIR/lib/dist_train.so $*" > "$DT_CLUSTER_DIR/etc/plugstack.conf"
+}
+
+# job CMD...: run CMD as the cluster's unprivileged user in $JOBS, with a
+# time limit; stdout and stderr go to $OUT and $ERR.
+OUT=$JOBS/.out
+ERR=$JOBS/.err
+job() {
+	timeout -k 10 "$JOB_TIMEOUT" "$DT_CLUSTER" run "$@" >"$OUT" 2>"$ERR"
+}
+
+# A file the job user can read, in $JOBS.
+job_file() {
+	local name=$1
+	cat > "$JOBS/$name"
+	chmod 0755 "$JOBS/$name"
+}
+
+show_output() {
+	diag "stdout:"
+	diag "$(head -c 4000 "$OUT")"
+	diag "stderr:"
+	diag "$(head -c 4000 "$ERR")"
+}
+
+# Lines of stdout that match a pattern, counted.
+count_lines() { grep -c -E "$1" "$OUT" || true; }
+
+finish() {
+	[ "$_tap_failed" = 0 ]
+}

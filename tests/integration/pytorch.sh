@@ -1,0 +1,23 @@
+#!/bin/bash
+# PyTorch (gloo) across the 4 nodes with nothing but --dist-train.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 5
+
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+job_file train_ddp.py < "$TOP_SRCDIR/contrib/examples/train_ddp.py"
+
+job srun -N4 -n8 --dist-train /usr/bin/python3 allreduce.py
+check "init_process_group + all_reduce on -N4 -n8" test $? = 0 || show_output
+check "all 8 ranks got the sum of ranks 0..7" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 host=n[1-4] master=n1:')" = 8 || show_output
+check "the 8 ranks are distinct" \
+	test "$(grep -o 'rank=[0-7]' "$OUT" | sort -u | wc -l)" = 8
+
+job srun -N4 --ntasks-per-node=2 --dist-train /usr/bin/python3 train_ddp.py --epochs 2
+check "the contrib DDP example trains on 4 nodes x 2 tasks" test $? = 0 || show_output
+check "... and rank 0 reports the result" \
+	grep -q '^done: learned y = .* with 8 ranks$' "$OUT" || show_output
+
+finish

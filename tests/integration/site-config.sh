@@ -1,0 +1,63 @@
+#!/bin/bash
+# Site defaults as plugstack.conf arguments, a broken plugstack.conf, and
+# Slurm's per-step reserved ports.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 13
+
+job_file show.sh <<'EOF2'
+#!/bin/sh
+echo "$1 RANK=${RANK:-unset} MASTER_PORT=${MASTER_PORT:-unset} SOURCE=${DIST_TRAIN_PORT_SOURCE:-unset}"
+EOF2
+
+set_plugin_args default=on port-range=25000-25099
+job srun -N2 -n2 ./show.sh on
+check "default=on: a plain srun gets the environment" \
+	test "$(count_lines '^on RANK=[01] MASTER_PORT=250[0-9][0-9] SOURCE=derived$')" = 2 || show_output
+job srun -N2 -n2 --dist-train=off ./show.sh off
+check "default=on: --dist-train=off opts out" \
+	test "$(count_lines '^off RANK=unset')" = 2 || show_output
+job sbatch --wait -N1 -o batch.out --wrap './show.sh batch'
+cp "$JOBS/batch.out" "$OUT" 2>/dev/null
+check "default=on: batch steps are still left alone" \
+	grep -q '^batch RANK=unset' "$OUT" || show_output
+
+set_plugin_args verbose=yes
+job srun -N1 -n2 --dist-train true
+check "verbose=yes: verbose without asking" \
+	test "$(grep -c '^dist-train: rank [01] on n1: ' "$ERR")" = 2 || show_output
+job srun -N1 -n2 --dist-train=verbose=no true
+check "... and --dist-train=verbose=no silences it" \
+	test "$(grep -c '^dist-train: rank' "$ERR")" = 0 || show_output
+
+set_plugin_args bogus=1
+job srun -N2 -n2 ./show.sh plain
+check "an unknown plugstack.conf argument does not break plain jobs" \
+	test "$(count_lines '^plain RANK=unset')" = 2 || show_output
+check "... nor print anything to their users" test ! -s "$ERR" || show_output
+rm -f "$JOBS/ran"
+job srun -N2 -n2 --dist-train touch ran
+check "... and --dist-train then fails before launch, telling who can fix it" \
+	eval '[ ! -e "$JOBS/ran" ] && grep -q "dist-train: --dist-train is unavailable: plugstack.conf is wrong (unknown plugstack.conf argument '"'bogus=1'"'; valid: verbose\[=yes|no\], default=on|off, port-range=LOW-HIGH); ask the cluster'"'"'s administrator to fix it" "$ERR"' || show_output
+check "... and the node logs say the plugin is disabled" \
+	grep -q 'dist-train: disabled: unknown plugstack.conf argument' "$DT_CLUSTER_DIR"/log/slurmd-n1.log
+
+set_plugin_args port-range=2000
+job srun -N1 --dist-train true
+check "a malformed port-range is refused the same way" \
+	grep -q "bad value '2000' for 'port-range'" "$ERR" || show_output
+
+# Slurm's reserved ports (MpiParams=ports=...) come first.
+cluster_stop
+DT_CLUSTER_RESV_PORTS=12000-12999 cluster_start
+job srun -N4 -n8 --dist-train ./show.sh resv
+check "MpiParams=ports: MASTER_PORT is one of the step's reserved ports" \
+	test "$(count_lines '^resv RANK=[0-7] MASTER_PORT=12[0-9][0-9][0-9] SOURCE=reserved$')" = 8 || show_output
+check "... the same on every rank" \
+	test "$(grep -o 'MASTER_PORT=[0-9]*' "$OUT" | sort -u | wc -l)" = 1
+job srun -N2 -n2 --dist-train sh -c 'test "$MASTER_PORT" = "${SLURM_STEP_RESV_PORTS%%[-,]*}" && echo same'
+check "... namely the first of SLURM_STEP_RESV_PORTS" \
+	test "$(count_lines '^same$')" = 2 || show_output
+
+finish

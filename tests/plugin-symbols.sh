@@ -1,0 +1,17 @@
+#!/bin/sh
+# The plugin exports the SPANK symbols and nothing else (TAP): any other
+# global could shadow one of srun's or slurmstepd's.
+so=${DT_TOP_BUILDDIR:-.}/plugin/.libs/dist_train.so
+echo "1..2"
+extra=$(nm -D --defined-only "$so" | awk '{print $3}' |
+	grep -v -E '^(plugin_name|plugin_type|plugin_version|spank_plugin_version|slurm_spank_[a-z_]+)$')
+if [ -z "$extra" ]; then
+	echo "ok 1 - only SPANK symbols are exported"
+else
+	echo "not ok 1 - also exported: $extra"
+fi
+if nm -D --defined-only "$so" | grep -q ' slurm_spank_init$'; then
+	echo "ok 2 - slurm_spank_init is exported"
+else
+	echo "not ok 2 - slurm_spank_init is missing"
+fi

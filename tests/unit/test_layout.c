@@ -1,0 +1,155 @@
+/* The Slurm rank source: a step's layout from what slurmstepd reports. */
+#include "config.h"
+
+#include <string.h>
+
+#include "unit.h"
+#include "../../common/layout.h"
+
+static struct dt_slurm_step step(const char *nodelist, const char *tpn,
+				 uint32_t nodes, uint32_t node_id,
+				 uint32_t tasks, uint32_t local)
+{
+	struct dt_slurm_step s;
+
+	memset(&s, 0, sizeof(s));
+	s.nodelist = nodelist;
+	s.tasks_per_node = tpn;
+	s.num_nodes = nodes;
+	s.node_id = node_id;
+	s.num_tasks = tasks;
+	s.local_tasks = local;
+	s.first_global_id = node_id == 0 ? 0 : 5;
+	return s;
+}
+
+/* srun -N4 -n8: 5,1,1,1 */
+static void test_uneven_layout(void)
+{
+	struct dt_slurm_step s = step("n[1-4]", "5,1(x3)", 4, 2, 8, 1);
+	struct dt_layout l;
+
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, NULL, 0) == 0);
+	CU_ASSERT_EQUAL(l.source, DT_RANKS_FROM_SLURM);
+	CU_ASSERT_EQUAL(l.node_rank, 2);
+	CU_ASSERT_EQUAL(l.num_nodes, 4);
+	CU_ASSERT_EQUAL(l.world_size, 8);
+	CU_ASSERT_EQUAL(l.local_size, 1);
+	CU_ASSERT_EQUAL(l.max_local_size, 5);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n1");
+	CU_ASSERT_STRING_EQUAL(l.nodes, "n1,n2,n3,n4");
+	dt_layout_free(&l);
+}
+
+static void test_single_node_single_task(void)
+{
+	struct dt_slurm_step s = step("gpu007", "1", 1, 0, 1, 1);
+	struct dt_layout l;
+
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, NULL, 0) == 0);
+	CU_ASSERT_EQUAL(l.world_size, 1);
+	CU_ASSERT_EQUAL(l.local_size, 1);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "gpu007");
+	CU_ASSERT_STRING_EQUAL(l.nodes, "gpu007");
+	dt_layout_free(&l);
+}
+
+static void test_many_nodes(void)
+{
+	/* 20000 nodes x 8 tasks: the node list exceeds DT_NODES_ENV_MAX. */
+	struct dt_slurm_step s = step("rack[00-19]-n[0000-0999]", "8(x20000)",
+				      20000, 19999, 160000, 8);
+	struct dt_layout l;
+
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, NULL, 0) == 0);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "rack00-n0000");
+	CU_ASSERT_PTR_NULL(l.nodes);
+	CU_ASSERT_EQUAL(l.world_size, 160000);
+	CU_ASSERT_EQUAL(l.node_rank, 19999);
+	dt_layout_free(&l);
+}
+
+static const char *layout_error(struct dt_slurm_step s)
+{
+	static char err[512];
+	struct dt_layout l;
+
+	err[0] = '\0';
+	if (dt_layout_from_slurm(&s, &l, err, sizeof(err)) == 0) {
+		dt_layout_free(&l);
+		return "accepted";
+	}
+	CU_ASSERT_PTR_NULL(l.master_addr);
+	return err;
+}
+
+static void test_inconsistent_values(void)
+{
+	struct dt_slurm_step s;
+
+	s = step(NULL, "1", 1, 0, 1, 1);
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST is not "
+			       "set in the step's environment");
+	s = step("n[1-", "1", 1, 0, 1, 1);
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-' "
+			       "is malformed: '[' without a matching ']' in "
+			       "'n[1-'");
+	s = step("n[1-3]", "2(x4)", 4, 0, 8, 2);
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
+			       "names 3 nodes but the step has 4");
+	s = step("n[1-4]", NULL, 4, 0, 8, 2);
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_TASKS_PER_NODE is "
+			       "not set in the step's environment");
+	s = step("n[1-4]", "2(x4", 4, 0, 8, 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s),
+				      "SLURM_STEP_TASKS_PER_NODE is malformed"));
+	s = step("n[1-4]", "2(x4)", 4, 0, 9, 2);
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_TASKS_PER_NODE="
+			       "'2(x4)' does not match the step (9 tasks on 4 "
+			       "nodes, 2 on node 0)");
+	s = step("n[1-4]", "2(x4)", 4, 3, 8, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s), "does not match"));
+}
+
+static void test_rank0_placement(void)
+{
+	struct dt_slurm_step s = step("n[1-2]", "2,1", 2, 1, 3, 1);
+
+	s.distribution = "arbitrary";
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "with --distribution="
+			       "arbitrary only PMIx knows which host runs "
+			       "rank 0: add --mpi=pmix");
+	s.distribution = "cyclic";
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "accepted");
+	s = step("n[1-2]", "2,1", 2, 0, 3, 2);
+	s.first_global_id = 1;
+	s.distribution = "block";
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "rank 0 does not run on the "
+			       "step's first node (SLURM_DISTRIBUTION=block): "
+			       "add --mpi=pmix");
+}
+
+static void test_nodes_csv(void)
+{
+	int too_long;
+	char *csv = dt_nodes_csv("a[1-2],b", &too_long);
+
+	CU_ASSERT_STRING_EQUAL(csv, "a1,a2,b");
+	CU_ASSERT_FALSE(too_long);
+	free(csv);
+	CU_ASSERT_PTR_NULL(dt_nodes_csv("a[", &too_long));
+	CU_ASSERT_FALSE(too_long);
+	CU_ASSERT_PTR_NULL(dt_nodes_csv("n[00000-65535]", &too_long));
+	CU_ASSERT_TRUE(too_long);
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_uneven_layout),
+	UNIT_TEST(test_single_node_single_task),
+	UNIT_TEST(test_many_nodes),
+	UNIT_TEST(test_inconsistent_values),
+	UNIT_TEST(test_rank0_placement),
+	UNIT_TEST(test_nodes_csv),
+};
+
+UNIT_MAIN("layout", tests)

@@ -1,0 +1,163 @@
+/* --dist-train settings and plugstack.conf arguments. */
+#include "config.h"
+
+#include <string.h>
+
+#include "unit.h"
+#include "../../common/settings.h"
+
+static void test_defaults(void)
+{
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_FALSE(c.enabled);
+	CU_ASSERT_FALSE(c.default_on);
+	CU_ASSERT_FALSE(c.verbose);
+	CU_ASSERT_EQUAL(c.port_lo, 20000);
+	CU_ASSERT_EQUAL(c.port_hi, 28999);
+}
+
+static void test_bare_option_enables(void)
+{
+	static const char *const empty[] = { NULL, "", "(null)" };
+	struct dt_config c;
+
+	for (size_t i = 0; i < 3; i++) {
+		dt_config_init(&c);
+		CU_ASSERT_EQUAL(dt_config_parse_option(&c, empty[i], NULL, 0),
+				0);
+		CU_ASSERT_TRUE(c.enabled);
+		CU_ASSERT_FALSE(c.verbose);
+	}
+	CU_ASSERT_TRUE(dt_option_arg_is_empty("(null)"));
+	CU_ASSERT_FALSE(dt_option_arg_is_empty("verbose"));
+}
+
+static void test_user_settings(void)
+{
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "verbose", NULL, 0), 0);
+	CU_ASSERT_TRUE(c.enabled && c.verbose);
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "verbose=no,off", NULL, 0),
+			0);
+	CU_ASSERT_FALSE(c.enabled || c.verbose);
+
+	/* The last word wins. */
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "off,on,verbose=yes",
+					       NULL, 0), 0);
+	CU_ASSERT_TRUE(c.enabled && c.verbose);
+}
+
+static const char *option_error(const char *arg)
+{
+	static char err[256];
+	struct dt_config c;
+
+	dt_config_init(&c);
+	err[0] = '\0';
+	if (dt_config_parse_option(&c, arg, err, sizeof(err)) == 0)
+		return "accepted";
+	return err;
+}
+
+static void test_user_errors(void)
+{
+	CU_ASSERT_STRING_EQUAL(option_error("bogus"),
+			       "unknown setting 'bogus'; valid: on, off, "
+			       "verbose[=yes|no]");
+	CU_ASSERT_STRING_EQUAL(option_error("verbose,,off"),
+			       "empty setting in 'verbose,,off'");
+	CU_ASSERT_STRING_EQUAL(option_error("verbose,"),
+			       "empty setting in 'verbose,'");
+	CU_ASSERT_STRING_EQUAL(option_error("off=1"),
+			       "setting 'off' takes no value");
+	CU_ASSERT_STRING_EQUAL(option_error("verbose=maybe"),
+			       "bad value 'maybe' for 'verbose': expected "
+			       "yes or no");
+	/* Site-only keys are not user settings. */
+	CU_ASSERT_STRING_EQUAL(option_error("port-range=1-2"),
+			       "unknown setting 'port-range=1-2'; valid: on, "
+			       "off, verbose[=yes|no]");
+	CU_ASSERT_STRING_EQUAL(option_error("Verbose"),
+			       "unknown setting 'Verbose'; valid: on, off, "
+			       "verbose[=yes|no]");
+}
+
+static void test_site_arguments(void)
+{
+	char *argv[] = { "default=on", "port-range=30000-30099",
+			 "verbose=yes" };
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 3, argv, NULL, 0), 0);
+	CU_ASSERT_TRUE(c.default_on && c.enabled && c.verbose);
+	CU_ASSERT_EQUAL(c.port_lo, 30000);
+	CU_ASSERT_EQUAL(c.port_hi, 30099);
+	/* The user turns a site default off for one step. */
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "off,verbose=no", NULL, 0),
+			0);
+	CU_ASSERT_FALSE(c.enabled || c.verbose);
+	CU_ASSERT_TRUE(c.default_on);
+}
+
+static const char *site_error(char *arg)
+{
+	static char err[256];
+	struct dt_config c;
+
+	dt_config_init(&c);
+	err[0] = '\0';
+	if (dt_config_parse_site(&c, 1, &arg, err, sizeof(err)) == 0)
+		return "accepted";
+	return err;
+}
+
+static void test_site_errors(void)
+{
+	CU_ASSERT_STRING_EQUAL(site_error("bogus=1"),
+			       "unknown plugstack.conf argument 'bogus=1'; "
+			       "valid: verbose[=yes|no], default=on|off, "
+			       "port-range=LOW-HIGH");
+	CU_ASSERT_STRING_EQUAL(site_error("verbose"),
+			       "plugstack.conf argument 'verbose' is not "
+			       "KEY=VALUE; valid: verbose[=yes|no], "
+			       "default=on|off, port-range=LOW-HIGH");
+	CU_ASSERT_STRING_EQUAL(site_error("default=yes"),
+			       "bad value 'yes' for 'default': expected on "
+			       "or off");
+	CU_ASSERT_STRING_EQUAL(site_error("off=1"),
+			       "unknown plugstack.conf argument 'off=1'; "
+			       "valid: verbose[=yes|no], default=on|off, "
+			       "port-range=LOW-HIGH");
+	static char *const bad_ranges[] = {
+		"port-range=", "port-range=20000", "port-range=20000-",
+		"port-range=-20000", "port-range=1000-2000",
+		"port-range=30000-20000", "port-range=20000-20002",
+		"port-range=20000-70000", "port-range=2e4-30000",
+		"port-range= 20000-30000",
+	};
+	for (size_t i = 0; i < sizeof(bad_ranges) / sizeof(bad_ranges[0]);
+	     i++)
+		CU_ASSERT_PTR_NOT_NULL(strstr(site_error(bad_ranges[i]),
+					      "bad value"));
+	CU_ASSERT_STRING_EQUAL(site_error("port-range=20000-20003"),
+			       "accepted");
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_defaults),
+	UNIT_TEST(test_bare_option_enables),
+	UNIT_TEST(test_user_settings),
+	UNIT_TEST(test_user_errors),
+	UNIT_TEST(test_site_arguments),
+	UNIT_TEST(test_site_errors),
+};
+
+UNIT_MAIN("settings", tests)

@@ -1,0 +1,201 @@
+/* The environment each task gets. */
+#include "config.h"
+
+#include <string.h>
+
+#include "unit.h"
+#include "../../common/envp.h"
+#include "../../common/train_env.h"
+
+static struct dt_layout layout = {
+	.source = DT_RANKS_FROM_SLURM,
+	.node_rank = 1, .num_nodes = 4, .world_size = 8, .local_size = 1,
+	.max_local_size = 5, .master_addr = "n1", .nodes = "n1,n2,n3,n4",
+};
+
+static struct dt_step_ports ports = {
+	.port = { 20256, 20257, 20258, 20259 }, .count = 4,
+	.source = DT_PORT_DERIVED,
+};
+
+static struct dt_env compute(const struct dt_layout *l, uint32_t rank,
+			     uint32_t local_rank, char **envp, int expect_rc)
+{
+	struct dt_env_request req;
+	struct dt_env env = { 0 };
+
+	memset(&req, 0, sizeof(req));
+	req.layout = l;
+	req.rank = rank;
+	req.local_rank = local_rank;
+	req.ports = &ports;
+	req.cpus_per_task = 4;
+	req.step_id = "42.3";
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	CU_ASSERT_EQUAL(dt_train_env(&req, &env, NULL, 0), expect_rc);
+	return env;
+}
+
+static enum dt_env_action action(const struct dt_env *env, const char *name)
+{
+	for (size_t i = 0; i < env->count; i++)
+		if (!strcmp(env->entries[i].name, name))
+			return env->entries[i].action;
+	return (enum dt_env_action)-1;
+}
+
+static void test_torchrun_variables(void)
+{
+	char *envp[] = { NULL };
+	struct dt_env env = compute(&layout, 5, 0, envp, 0);
+
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "RANK"), "5");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LOCAL_RANK"), "0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "WORLD_SIZE"), "8");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LOCAL_WORLD_SIZE"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "GROUP_RANK"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "GROUP_WORLD_SIZE"), "4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROLE_RANK"), "5");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROLE_WORLD_SIZE"), "8");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROLE_NAME"), "default");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_ADDR"), "n1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_PORT"), "20256");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_STEP"), "42.3");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NODE_RANK"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NUM_NODES"), "4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NODES"),
+			       "n1,n2,n3,n4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_RANK_SOURCE"),
+			       "slurm");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_PORT_SOURCE"),
+			       "derived");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_VERSION"),
+			       PACKAGE_VERSION);
+	/* One task on this node: torchrun leaves OMP_NUM_THREADS alone. */
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "OMP_NUM_THREADS"));
+	/* Never: they would make ranks wait for an agent's store. */
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "TORCHELASTIC_USE_AGENT_STORE"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "TORCHELASTIC_RUN_ID"));
+	dt_env_free(&env);
+}
+
+static void test_shared_node_threads(void)
+{
+	struct dt_layout l = layout;
+	char *envp[] = { NULL };
+	char *user[] = { "OMP_NUM_THREADS=7", NULL };
+	struct dt_env env;
+
+	l.local_size = 5;
+	env = compute(&l, 0, 0, envp, 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "OMP_NUM_THREADS"), "4");
+	dt_env_free(&env);
+	env = compute(&l, 0, 0, user, 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "OMP_NUM_THREADS"), "7");
+	CU_ASSERT_EQUAL(action(&env, "OMP_NUM_THREADS"), DT_ENV_KEPT);
+	dt_env_free(&env);
+}
+
+static void test_user_rendezvous_wins(void)
+{
+	char *envp[] = { "MASTER_ADDR=head", "MASTER_PORT=29500",
+			 "RANK=99", NULL };
+	struct dt_env env = compute(&layout, 5, 0, envp, 0);
+
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_ADDR"), "head");
+	CU_ASSERT_EQUAL(action(&env, "MASTER_ADDR"), DT_ENV_KEPT);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_PORT"), "29500");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_PORT_SOURCE"),
+			       "user");
+	/* Ranks are never the user's. */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "RANK"), "5");
+	dt_env_free(&env);
+}
+
+/* A nested srun inside a dist-train task inherits, it does not choose. */
+static void test_inherited_values_are_replaced(void)
+{
+	char *envp[] = { "MASTER_ADDR=n9", "MASTER_PORT=21000",
+			 "DIST_TRAIN_STEP=41.0", NULL };
+	struct dt_env env = compute(&layout, 5, 0, envp, 0);
+
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_ADDR"), "n1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_PORT"), "20256");
+	CU_ASSERT_EQUAL(action(&env, "MASTER_PORT"), DT_ENV_SET);
+	dt_env_free(&env);
+}
+
+static void test_bad_user_port(void)
+{
+	char *envp[] = { "MASTER_PORT=http", NULL };
+	struct dt_env_request req;
+	struct dt_env env = { 0 };
+	char err[256];
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &layout;
+	req.ports = &ports;
+	req.step_id = "42.3";
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	CU_ASSERT_EQUAL(dt_train_env(&req, &env, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "MASTER_PORT='http' in your environment "
+			       "is not a port number (1-65535): fix or unset "
+			       "it");
+	dt_env_free(&env);
+}
+
+static void test_agent_store_removed(void)
+{
+	char *envp[] = { "TORCHELASTIC_USE_AGENT_STORE=True", NULL };
+	struct dt_env env = compute(&layout, 0, 0, envp, 0);
+
+	CU_ASSERT_EQUAL(action(&env, "TORCHELASTIC_USE_AGENT_STORE"),
+			DT_ENV_UNSET);
+	dt_env_free(&env);
+}
+
+static void test_long_node_lists_left_out(void)
+{
+	struct dt_layout l = layout;
+	char *envp[] = { NULL };
+	struct dt_env env;
+
+	l.nodes = NULL;
+	env = compute(&l, 0, 0, envp, 0);
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "DIST_TRAIN_NODES"));
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_ADDR"), "n1");
+	dt_env_free(&env);
+}
+
+static void test_describe(void)
+{
+	char *envp[] = { "MASTER_PORT=29500",
+			 "TORCHELASTIC_USE_AGENT_STORE=1", NULL };
+	struct dt_env env = compute(&layout, 5, 0, envp, 0);
+	char line[1024], tiny[8];
+	size_t need = dt_env_describe(&env, line, sizeof(line));
+
+	CU_ASSERT_EQUAL(need, strlen(line));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, "RANK=5 LOCAL_RANK=0 "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " MASTER_PORT=29500(kept) "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " -TORCHELASTIC_USE_AGENT_STORE"));
+	CU_ASSERT_PTR_NULL(strstr(line, "DIST_TRAIN_NODES"));
+	CU_ASSERT_EQUAL(dt_env_describe(&env, tiny, sizeof(tiny)), need);
+	CU_ASSERT_STRING_EQUAL(tiny, "RANK=5 ");
+	dt_env_free(&env);
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_torchrun_variables),
+	UNIT_TEST(test_shared_node_threads),
+	UNIT_TEST(test_user_rendezvous_wins),
+	UNIT_TEST(test_inherited_values_are_replaced),
+	UNIT_TEST(test_bad_user_port),
+	UNIT_TEST(test_agent_store_removed),
+	UNIT_TEST(test_long_node_lists_left_out),
+	UNIT_TEST(test_describe),
+};
+
+UNIT_MAIN("train_env", tests)
