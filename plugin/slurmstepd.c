@@ -3,8 +3,9 @@
  * the user's effective uid): work out what every task of this node shares.
  * The tasks are forked afterwards and inherit this state.
  *
- * Errors are not returned (Slurm would not show them to the user): they
- * are kept, and every task of the step fails with them in task_init.
+ * Errors are not returned (Slurm would not fail the step for them): they
+ * are reported once, with slurm_error, which srun shows prefixed with the
+ * node's name, and every task of this node then fails in task_init.
  */
 #include "config.h"
 

@@ -1,7 +1,7 @@
 /*
  * Each task, in its own process as the user, just before execve: set the
- * task's environment. A failure here fails this task only, and the
- * message goes to the task's stderr, which srun shows.
+ * task's environment. A failure here fails this task, with a message on
+ * its stderr, which srun shows.
  */
 #include "config.h"
 
@@ -64,10 +64,9 @@ int task_init(spank_t sp)
 
 	if (!st->node_active)
 		return 0;
-	if (st->node_error[0]) {
-		snprintf(err, sizeof(err), "%s", st->node_error);
-		goto fail;
-	}
+	/* slurmstepd already told srun, once for this node. */
+	if (st->node_error[0])
+		return -1;
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS) {
@@ -106,10 +105,7 @@ int task_init(spank_t sp)
 	rc = 0;
 	goto out;
 fail:
-	/* Every task of the node fails alike; one message per node. */
-	if (spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
-	    local_rank == 0)
-		task_message("error: %s", err);
+	task_message("error: %s", err);
 out:
 	free(line);
 	dt_env_free(&env);
