@@ -58,15 +58,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	case S_CTX_LOCAL:
 	case S_CTX_ALLOCATOR:
 		return srun_post_opt(sp);
-	case S_CTX_REMOTE:
-		/* Settings were validated by srun; keep what parses. */
-		state.step = state.site;
-		if (state.option_seen &&
-		    dt_config_parse_option(&state.step, state.option_arg,
-					   NULL, 0) < 0)
-			state.step = state.site;
-		return 0;
 	default:
+		/* slurmstepd parses the user's settings in user_init, as the
+		 * user, not here as root. */
 		return 0;
 	}
 }

@@ -35,7 +35,8 @@ struct plugin_state {
 	bool option_seen;
 	char *option_arg;
 
-	/* init_post_opt: the step's configuration. */
+	/* The step's configuration: site defaults, then the user's
+	 * settings (srun: init_post_opt; slurmstepd: user_init). */
 	struct dt_config step;
 
 	/* slurmstepd user_init: the node's part, inherited by each task. */

@@ -34,7 +34,19 @@ int slurmstepd_user_init(spank_t sp)
 	if (get_u32(sp, S_JOB_STEPID, &st->step_id) < 0 ||
 	    st->step_id > SLURM_MAX_NORMAL_STEP_ID)
 		return 0;	/* extern, batch and interactive steps */
-	if (!st->site_ok || !st->step.enabled)
+	if (!st->site_ok)
+		return 0;
+	/* srun validated the settings; a value that does not parse here
+	 * (a different plugstack.conf?) leaves the site's defaults. */
+	st->step = st->site;
+	if (st->option_seen &&
+	    dt_config_parse_option(&st->step, st->option_arg, err,
+				   sizeof(err)) < 0) {
+		dt_log_error("ignoring --dist-train=%s: %s", st->option_arg,
+			     err);
+		st->step = st->site;
+	}
+	if (!st->step.enabled)
 		return 0;
 	st->node_active = true;
 
