@@ -12,6 +12,8 @@ TOP_SRCDIR=${DT_TOP_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TOP_BUILDDIR=${DT_TOP_BUILDDIR:-$TOP_SRCDIR}
 DT_CLUSTER=$TOP_SRCDIR/contrib/cluster/dt-cluster
 export DT_CLUSTER_DIR=${DT_CLUSTER_DIR:-/var/tmp/dist-train-test}
+# Not the port of a cluster started by hand or by the quickstart.
+export DT_CLUSTER_PORT=${DT_CLUSTER_PORT:-17100}
 JOBS=$DT_CLUSTER_DIR/jobs
 JOB_TIMEOUT=${DT_JOB_TIMEOUT:-180}
 
