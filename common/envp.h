@@ -2,6 +2,9 @@
 #ifndef DIST_TRAIN_ENVP_H
 #define DIST_TRAIN_ENVP_H
 
+/* A getenv over some environment: ARG says which. */
+typedef const char *(*dt_getenv_fn)(const char *name, void *arg);
+
 /* Value of NAME in ENVP, or NULL. ENVP may be NULL. */
 const char *dt_envp_get(char *const *envp, const char *name);
 

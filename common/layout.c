@@ -80,6 +80,18 @@ void dt_layout_free(struct dt_layout *layout)
 	memset(layout, 0, sizeof(*layout));
 }
 
+void dt_layout_rank0_error(const char *distribution, char *err,
+			   size_t errlen)
+{
+	if (distribution && !strncmp(distribution, "arbitrary", 9))
+		dt_errf(err, errlen, "with --distribution=arbitrary only PMIx "
+			"knows which host runs rank 0: add --mpi=pmix");
+	else
+		dt_errf(err, errlen, "rank 0 does not run on the step's first "
+			"node (SLURM_DISTRIBUTION=%s): add --mpi=pmix",
+			distribution ? distribution : "unset");
+}
+
 const char *dt_rank_source_name(enum dt_rank_source source)
 {
 	return source == DT_RANKS_FROM_PMIX ? "pmix" : "slurm";
@@ -135,16 +147,24 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	 * node; an arbitrary layout puts it wherever the host file says,
 	 * which only PMIx (or the first node itself) knows.
 	 */
-	if (step->distribution &&
-	    !strncmp(step->distribution, "arbitrary", 9)) {
-		dt_errf(err, errlen, "with --distribution=arbitrary only PMIx "
-			"knows which host runs rank 0: add --mpi=pmix");
+	out->node_rank = step->node_id;
+	out->num_nodes = step->num_nodes;
+	out->world_size = step->num_tasks;
+	out->local_size = step->local_tasks;
+	out->max_local_size = tpn.max_count;
+	out->nodes = hostlist_csv(hl, &too_long);
+	if (!out->nodes && !too_long) {
+		dt_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (step->node_id == 0 && step->first_global_id != 0) {
-		dt_errf(err, errlen, "rank 0 does not run on the step's first "
-			"node (SLURM_DISTRIBUTION=%s): add --mpi=pmix",
-			step->distribution ? step->distribution : "unset");
+	if ((step->distribution &&
+	     !strncmp(step->distribution, "arbitrary", 9)) ||
+	    (step->node_id == 0 && step->first_global_id != 0)) {
+		if (step->rank0_elsewhere_ok) {
+			rc = 0;
+			goto out;
+		}
+		dt_layout_rank0_error(step->distribution, err, errlen);
 		goto out;
 	}
 
@@ -155,16 +175,10 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 		goto out;
 	}
 	out->master_addr = strdup(host);
-	out->nodes = hostlist_csv(hl, &too_long);
-	if (!out->master_addr || (!out->nodes && !too_long)) {
+	if (!out->master_addr) {
 		dt_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	out->node_rank = step->node_id;
-	out->num_nodes = step->num_nodes;
-	out->world_size = step->num_tasks;
-	out->local_size = step->local_tasks;
-	out->max_local_size = tpn.max_count;
 	rc = 0;
 out:
 	if (rc < 0)
@@ -172,4 +186,139 @@ out:
 	dt_hostlist_free(hl);
 	dt_tpn_free(&tpn);
 	return rc;
+}
+
+/* A decimal uint32 in NAME, which must be set. */
+static int env_u32(dt_getenv_fn getenv, void *arg, const char *name,
+		   uint32_t *out, char *err, size_t errlen)
+{
+	const char *v = getenv(name, arg);
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v) {
+		dt_errf(err, errlen, "%s is not set in the task's environment",
+			name);
+		return -1;
+	}
+	if (*v < '0' || *v > '9' || (n = strtoull(v, &end, 10), *end) ||
+	    n > UINT32_MAX) {
+		dt_errf(err, errlen, "%s='%s' is not a number", name, v);
+		return -1;
+	}
+	*out = (uint32_t)n;
+	return 0;
+}
+
+int dt_slurm_step_from_env(dt_getenv_fn getenv, void *arg,
+			   struct dt_slurm_step *step, struct dt_task_ids *ids,
+			   char *err, size_t errlen)
+{
+	struct dt_tasks_per_node tpn;
+	const char *gtids;
+	char perr[200];
+
+	memset(step, 0, sizeof(*step));
+	memset(ids, 0, sizeof(*ids));
+	step->nodelist = getenv("SLURM_STEP_NODELIST", arg);
+	if (!step->nodelist)
+		return 1;
+	step->tasks_per_node = getenv("SLURM_STEP_TASKS_PER_NODE", arg);
+	step->distribution = getenv("SLURM_DISTRIBUTION", arg);
+	if (env_u32(getenv, arg, "SLURM_STEP_NUM_NODES", &step->num_nodes,
+		    err, errlen) < 0 ||
+	    env_u32(getenv, arg, "SLURM_STEP_NUM_TASKS", &step->num_tasks,
+		    err, errlen) < 0 ||
+	    env_u32(getenv, arg, "SLURM_NODEID", &step->node_id, err,
+		    errlen) < 0 ||
+	    env_u32(getenv, arg, "SLURM_PROCID", &ids->rank, err,
+		    errlen) < 0 ||
+	    env_u32(getenv, arg, "SLURM_LOCALID", &ids->local_rank, err,
+		    errlen) < 0)
+		return -1;
+
+	/* This node's task count: SLURM_STEP_TASKS_PER_NODE at its id. */
+	if (!step->tasks_per_node ||
+	    dt_tpn_parse(step->tasks_per_node, &tpn, perr, sizeof(perr)) < 0) {
+		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE='%s' is "
+			"malformed", step->tasks_per_node ?
+			step->tasks_per_node : "");
+		return -1;
+	}
+	step->local_tasks = dt_tpn_at(&tpn, step->node_id);
+	dt_tpn_free(&tpn);
+
+	/* The lowest global id here, as slurmstepd's item would say. */
+	gtids = getenv("SLURM_GTIDS", arg);
+	step->first_global_id = gtids && *gtids >= '0' && *gtids <= '9' ?
+		(uint32_t)strtoul(gtids, NULL, 10) : 0;
+	return 0;
+}
+
+int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
+			const struct dt_layout *slurm,
+			const struct dt_task_ids *slurm_ids,
+			struct dt_layout *out, char *err, size_t errlen)
+{
+	struct {
+		const char *what;
+		uint32_t pmix, slurm;
+	} pairs[6];
+	size_t n = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!pmix->rank0_host || !*pmix->rank0_host) {
+		dt_errf(err, errlen, "PMIx does not say which host runs rank 0");
+		return -1;
+	}
+	if (slurm && slurm_ids) {
+		pairs[n].what = "rank (SLURM_PROCID)";
+		pairs[n].pmix = pmix->rank;
+		pairs[n++].slurm = slurm_ids->rank;
+		pairs[n].what = "local rank (SLURM_LOCALID)";
+		pairs[n].pmix = pmix->local_rank;
+		pairs[n++].slurm = slurm_ids->local_rank;
+		pairs[n].what = "number of tasks (SLURM_STEP_NUM_TASKS)";
+		pairs[n].pmix = pmix->world_size;
+		pairs[n++].slurm = slurm->world_size;
+		pairs[n].what = "tasks on this node (SLURM_STEP_TASKS_PER_NODE)";
+		pairs[n].pmix = pmix->local_size;
+		pairs[n++].slurm = slurm->local_size;
+		pairs[n].what = "node id (SLURM_NODEID)";
+		pairs[n].pmix = pmix->node_id;
+		pairs[n++].slurm = slurm->node_rank;
+		pairs[n].what = "number of nodes (SLURM_STEP_NUM_NODES)";
+		pairs[n].pmix = pmix->num_nodes;
+		pairs[n++].slurm = slurm->num_nodes;
+		for (size_t i = 0; i < n; i++) {
+			if (pairs[i].pmix != pairs[i].slurm) {
+				dt_errf(err, errlen, "PMIx and Slurm disagree "
+					"on the %s: PMIx says %u, Slurm %u",
+					pairs[i].what, pairs[i].pmix,
+					pairs[i].slurm);
+				return -1;
+			}
+		}
+		if (slurm->master_addr &&
+		    strcmp(slurm->master_addr, pmix->rank0_host)) {
+			dt_errf(err, errlen, "PMIx and Slurm disagree on the "
+				"host of rank 0: PMIx says %s, Slurm %s",
+				pmix->rank0_host, slurm->master_addr);
+			return -1;
+		}
+	}
+	out->source = DT_RANKS_FROM_PMIX;
+	out->node_rank = pmix->node_id;
+	out->num_nodes = pmix->num_nodes;
+	out->world_size = pmix->world_size;
+	out->local_size = pmix->local_size;
+	out->max_local_size = slurm ? slurm->max_local_size : pmix->local_size;
+	out->master_addr = strdup(pmix->rank0_host);
+	out->nodes = slurm && slurm->nodes ? strdup(slurm->nodes) : NULL;
+	if (!out->master_addr || (slurm && slurm->nodes && !out->nodes)) {
+		dt_layout_free(out);
+		dt_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }

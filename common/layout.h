@@ -8,8 +8,11 @@
 #ifndef DIST_TRAIN_LAYOUT_H
 #define DIST_TRAIN_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "envp.h"
 
 /* DIST_TRAIN_NODES is left out beyond this (execve allows 128 KiB). */
 #define DT_NODES_ENV_MAX 65536
@@ -40,16 +43,59 @@ struct dt_slurm_step {
 	uint32_t num_tasks;		/* S_JOB_TOTAL_TASK_COUNT */
 	uint32_t local_tasks;		/* S_JOB_LOCAL_TASK_COUNT */
 	uint32_t first_global_id;	/* global id of local task 0 */
+	bool rank0_elsewhere_ok;	/* PMIx will say where rank 0 is */
+};
+
+/* One task's place, as Slurm numbers it. */
+struct dt_task_ids {
+	uint32_t rank;			/* SLURM_PROCID */
+	uint32_t local_rank;		/* SLURM_LOCALID */
 };
 
 /*
  * Returns 0, or -1 with one sentence in ERR when the values contradict
- * each other or rank 0's host cannot be known without PMIx.
+ * each other or rank 0's host cannot be known without PMIx. With
+ * rank0_elsewhere_ok, an arbitrary layout leaves master_addr NULL.
  */
 int dt_layout_from_slurm(const struct dt_slurm_step *step,
 			 struct dt_layout *out, char *err, size_t errlen);
 
+/*
+ * Read a task's step and ids from its environment (SLURM_PROCID,
+ * SLURM_STEP_NODELIST, ...), for programs that run inside a task. Returns
+ * 0; 1 when this is not a Slurm task (no SLURM_STEP_NODELIST); -1 with
+ * ERR when a value is malformed. STEP points into the environment.
+ */
+int dt_slurm_step_from_env(dt_getenv_fn getenv, void *arg,
+			   struct dt_slurm_step *step, struct dt_task_ids *ids,
+			   char *err, size_t errlen);
+
+/* What PMIx says about a task and its job. */
+struct dt_pmix_view {
+	uint32_t rank;			/* the process's rank */
+	uint32_t local_rank;		/* PMIX_LOCAL_RANK */
+	uint32_t world_size;		/* PMIX_JOB_SIZE */
+	uint32_t local_size;		/* PMIX_LOCAL_SIZE */
+	uint32_t node_id;		/* PMIX_NODEID */
+	uint32_t num_nodes;		/* PMIX_NUM_NODES */
+	const char *rank0_host;		/* PMIX_HOSTNAME of rank 0 */
+};
+
+/*
+ * The layout with PMIx as the rank source. SLURM and SLURM_IDS (NULL
+ * outside Slurm) are cross-checked: any disagreement is an error naming
+ * both values. Node names in order still come from Slurm.
+ */
+int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
+			const struct dt_layout *slurm,
+			const struct dt_task_ids *slurm_ids,
+			struct dt_layout *out, char *err, size_t errlen);
+
 void dt_layout_free(struct dt_layout *layout);
+
+/* Why rank 0's host is unknown without PMIx, as an error sentence. */
+void dt_layout_rank0_error(const char *distribution, char *err,
+			   size_t errlen);
 
 const char *dt_rank_source_name(enum dt_rank_source source);
 

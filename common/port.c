@@ -81,7 +81,14 @@ int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
 
 const char *dt_port_source_name(enum dt_port_source source)
 {
-	return source == DT_PORT_RESERVED ? "reserved" : "derived";
+	switch (source) {
+	case DT_PORT_RESERVED:
+		return "reserved";
+	case DT_PORT_DERIVED:
+		return "derived";
+	default:
+		return "probed";
+	}
 }
 
 bool dt_is_port(const char *text)

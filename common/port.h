@@ -27,6 +27,7 @@
 enum dt_port_source {
 	DT_PORT_RESERVED,	/* SLURM_STEP_RESV_PORTS */
 	DT_PORT_DERIVED,	/* the rule above */
+	DT_PORT_PROBED,		/* those were taken: the next free one */
 };
 
 struct dt_step_ports {

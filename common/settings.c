@@ -91,6 +91,51 @@ static int apply_verbose(struct dt_config *cfg, const char *value,
 	return parse_bool("verbose", value, &cfg->verbose, err, errlen);
 }
 
+static int apply_pmix(struct dt_config *cfg, const char *value,
+		      char *err, size_t errlen)
+{
+	return parse_bool("pmix", value, &cfg->use_pmix, err, errlen);
+}
+
+static int apply_nccl(struct dt_config *cfg, const char *value,
+		      char *err, size_t errlen)
+{
+	return parse_bool("nccl", value, &cfg->nccl, err, errlen);
+}
+
+static int apply_check(struct dt_config *cfg, const char *value,
+		       char *err, size_t errlen)
+{
+	return parse_bool("check", value, &cfg->check, err, errlen);
+}
+
+static int apply_timeout(struct dt_config *cfg, const char *value,
+			 char *err, size_t errlen)
+{
+	unsigned long v;
+
+	if (parse_uint(value, 1, DT_MAX_TIMEOUT, &v) < 0) {
+		dt_errf(err, errlen, "bad value '%s' for 'timeout': expected "
+			"seconds, 1 to %d", value, DT_MAX_TIMEOUT);
+		return -1;
+	}
+	cfg->timeout = (unsigned)v;
+	return 0;
+}
+
+/* Admins name the helper; never a job (it runs in every task). */
+static int apply_helper(struct dt_config *cfg, const char *value,
+			char *err, size_t errlen)
+{
+	if (value[0] != '/' || strlen(value) >= sizeof(cfg->helper)) {
+		dt_errf(err, errlen, "bad value '%s' for 'helper': expected "
+			"an absolute path", value);
+		return -1;
+	}
+	strcpy(cfg->helper, value);
+	return 0;
+}
+
 static int apply_default(struct dt_config *cfg, const char *value,
 			 char *err, size_t errlen)
 {
@@ -136,10 +181,20 @@ static const struct setting settings[] = {
 	{ "off", "off", SCOPE_USER, VALUE_NONE, apply_off },
 	{ "verbose", "verbose[=yes|no]", SCOPE_USER | SCOPE_SITE,
 	  VALUE_OPTIONAL, apply_verbose },
+	{ "nccl", "nccl[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
+	  apply_nccl },
+	{ "check", "check[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
+	  apply_check },
+	{ "pmix", "pmix[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
+	  apply_pmix },
+	{ "timeout", "timeout=SECONDS", SCOPE_USER | SCOPE_SITE,
+	  VALUE_REQUIRED, apply_timeout },
 	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_default },
 	{ "port-range", "port-range=LOW-HIGH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_port_range },
+	{ "helper", "helper=PATH", SCOPE_SITE, VALUE_REQUIRED,
+	  apply_helper },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -215,6 +270,9 @@ void dt_config_init(struct dt_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->port_lo = DT_DEFAULT_PORT_LO;
 	cfg->port_hi = DT_DEFAULT_PORT_HI;
+	cfg->use_pmix = true;
+	cfg->timeout = DT_DEFAULT_TIMEOUT;
+	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
 }
 
 int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
@@ -264,4 +322,17 @@ int dt_config_parse_option(struct dt_config *cfg, const char *arg,
 			return 0;
 		p = comma + 1;
 	}
+}
+
+size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
+				 size_t len)
+{
+	int n = snprintf(buf, len, "%s,verbose=%s,pmix=%s,nccl=%s,check=%s,"
+			 "timeout=%u", cfg->enabled ? "on" : "off",
+			 cfg->verbose ? "yes" : "no",
+			 cfg->use_pmix ? "yes" : "no",
+			 cfg->nccl ? "yes" : "no", cfg->check ? "yes" : "no",
+			 cfg->timeout);
+
+	return n < 0 ? 0 : (size_t)n;
 }

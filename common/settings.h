@@ -14,16 +14,25 @@
 /* Outside Linux's default ephemeral range (32768-60999). */
 #define DT_DEFAULT_PORT_LO 20000
 #define DT_DEFAULT_PORT_HI 28999
+/* How long ranks wait for each other at the start (seconds). */
+#define DT_DEFAULT_TIMEOUT 300
+#define DT_MAX_TIMEOUT 86400
+#define DT_HELPER_PATH_MAX 1024
 
 struct dt_config {
 	/* Site only (plugstack.conf). */
 	bool default_on;	/* steps get it without --dist-train */
 	uint16_t port_lo;	/* range for derived ports */
 	uint16_t port_hi;
+	char helper[DT_HELPER_PATH_MAX]; /* the dist-train command */
 
 	/* Per step: the site's value is the default, the user's wins. */
 	bool enabled;
 	bool verbose;
+	bool use_pmix;		/* bootstrap through PMIx when the step has it */
+	bool nccl;		/* NCCL_COMM_ID for plain NCCL programs */
+	bool check;		/* verify the rendezvous before the program */
+	unsigned timeout;	/* seconds any wait may last */
 };
 
 /* Built-in defaults: off unless asked for, quiet, the default port range. */
@@ -46,5 +55,13 @@ int dt_config_parse_option(struct dt_config *cfg, const char *arg,
 
 /* Whether ARG carries no settings (see dt_config_parse_option). */
 bool dt_option_arg_is_empty(const char *arg);
+
+/*
+ * The per-step settings of CFG as a --dist-train value that
+ * dt_config_parse_option reads back ("verbose=no,pmix=yes,..."): how the
+ * plugin hands them to the helper. Returns the length, as snprintf.
+ */
+size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
+				 size_t len);
 
 #endif

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int push(struct dt_env *env, const char *name, const char *value,
-		enum dt_env_action action)
+int dt_env_add(struct dt_env *env, const char *name, const char *value,
+	       enum dt_env_action action)
 {
 	struct dt_env_entry *e;
 
@@ -24,11 +24,14 @@ static int push(struct dt_env *env, const char *name, const char *value,
 		env->cap = ncap;
 	}
 	e = &env->entries[env->count];
-	e->name = name;
 	e->action = action;
-	e->value = NULL;
-	if (value && !(e->value = strdup(value)))
+	e->name = strdup(name);
+	e->value = value ? strdup(value) : NULL;
+	if (!e->name || (value && !e->value)) {
+		free(e->name);
+		free(e->value);
 		return -1;
+	}
 	env->count++;
 	return 0;
 }
@@ -38,15 +41,17 @@ static int push_u32(struct dt_env *env, const char *name, uint32_t v)
 	char buf[16];
 
 	snprintf(buf, sizeof(buf), "%" PRIu32, v);
-	return push(env, name, buf, DT_ENV_SET);
+	return dt_env_add(env, name, buf, DT_ENV_SET);
 }
 
 void dt_env_free(struct dt_env *env)
 {
 	if (!env)
 		return;
-	for (size_t i = 0; i < env->count; i++)
+	for (size_t i = 0; i < env->count; i++) {
+		free(env->entries[i].name);
 		free(env->entries[i].value);
+	}
 	free(env->entries);
 	memset(env, 0, sizeof(*env));
 }
@@ -59,27 +64,40 @@ const char *dt_env_get(const struct dt_env *env, const char *name)
 	return NULL;
 }
 
-/*
- * A value already in the task's environment is the user's, unless an
- * earlier dist-train step (the parent of this srun) left it there.
- */
+const char *dt_user_env(dt_getenv_fn getenv, void *arg, const char *step_id,
+			const char *name)
+{
+	const char *parent = getenv("DIST_TRAIN_STEP", arg);
+	const char *v;
+
+	if (parent && strcmp(parent, step_id))
+		return NULL;
+	v = getenv(name, arg);
+	return v && *v ? v : NULL;
+}
+
 static const char *user_value(const struct dt_env_request *req,
 			      const char *name)
 {
-	const char *parent = req->getenv("DIST_TRAIN_STEP", req->getenv_arg);
-	const char *v;
+	return dt_user_env(req->getenv, req->getenv_arg, req->step_id, name);
+}
 
-	if (parent && strcmp(parent, req->step_id))
-		return NULL;
-	v = req->getenv(name, req->getenv_arg);
-	return v && *v ? v : NULL;
+/* The user's value of NAME is kept; else VALUE is set. */
+static int push_unless_user(struct dt_env *env,
+			    const struct dt_env_request *req,
+			    const char *name, const char *value)
+{
+	const char *user = user_value(req, name);
+
+	if (user)
+		return dt_env_add(env, name, user, DT_ENV_KEPT);
+	return dt_env_add(env, name, value, DT_ENV_SET);
 }
 
 int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		 char *err, size_t errlen)
 {
 	const struct dt_layout *l = req->layout;
-	const char *addr = user_value(req, "MASTER_ADDR");
 	const char *port = user_value(req, "MASTER_PORT");
 	const char *omp = user_value(req, "OMP_NUM_THREADS");
 	char buf[16];
@@ -100,43 +118,52 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 	/* One role, as torchrun has without --role. */
 	rc |= push_u32(out, "ROLE_RANK", req->rank);
 	rc |= push_u32(out, "ROLE_WORLD_SIZE", l->world_size);
-	rc |= push(out, "ROLE_NAME", "default", DT_ENV_SET);
+	rc |= dt_env_add(out, "ROLE_NAME", "default", DT_ENV_SET);
 
-	if (addr)
-		rc |= push(out, "MASTER_ADDR", addr, DT_ENV_KEPT);
-	else
-		rc |= push(out, "MASTER_ADDR", l->master_addr, DT_ENV_SET);
-	if (port) {
-		rc |= push(out, "MASTER_PORT", port, DT_ENV_KEPT);
-	} else {
-		snprintf(buf, sizeof(buf), "%u", req->ports->port[0]);
-		rc |= push(out, "MASTER_PORT", buf, DT_ENV_SET);
-	}
+	rc |= push_unless_user(out, req, "MASTER_ADDR", l->master_addr);
+	snprintf(buf, sizeof(buf), "%u", req->ports->port[0]);
+	rc |= push_unless_user(out, req, "MASTER_PORT", buf);
 
 	/* torchrun's rule: one thread each when processes share a node. */
 	if (omp) {
-		rc |= push(out, "OMP_NUM_THREADS", omp, DT_ENV_KEPT);
+		rc |= dt_env_add(out, "OMP_NUM_THREADS", omp, DT_ENV_KEPT);
 	} else if (l->local_size > 1) {
 		rc |= push_u32(out, "OMP_NUM_THREADS",
 			       req->cpus_per_task ? req->cpus_per_task : 1);
 	}
 
+	if (req->nccl_comm_id)
+		rc |= push_unless_user(out, req, "NCCL_COMM_ID",
+				       req->nccl_comm_id);
+	if (req->socket_ifname)
+		rc |= push_unless_user(out, req, "NCCL_SOCKET_IFNAME",
+				       req->socket_ifname);
+	/*
+	 * PMIx 4.2 under Slurm 22.05 serves a rank's second client (the
+	 * program, after the helper) wrong per-process data from its shared
+	 * memory store; its hash store serves it right.
+	 */
+	if (req->was_pmix_client)
+		rc |= push_unless_user(out, req, "PMIX_MCA_gds", "hash");
+
 	/* Without an agent nobody hosts that store: every rank would wait. */
 	if (req->getenv("TORCHELASTIC_USE_AGENT_STORE", req->getenv_arg))
-		rc |= push(out, "TORCHELASTIC_USE_AGENT_STORE", NULL,
-			   DT_ENV_UNSET);
+		rc |= dt_env_add(out, "TORCHELASTIC_USE_AGENT_STORE", NULL,
+				 DT_ENV_UNSET);
 
-	rc |= push(out, "DIST_TRAIN_VERSION", PACKAGE_VERSION, DT_ENV_SET);
-	rc |= push(out, "DIST_TRAIN_STEP", req->step_id, DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_VERSION", PACKAGE_VERSION,
+			 DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_STEP", req->step_id, DT_ENV_SET);
 	rc |= push_u32(out, "DIST_TRAIN_NODE_RANK", l->node_rank);
 	rc |= push_u32(out, "DIST_TRAIN_NUM_NODES", l->num_nodes);
 	if (l->nodes)
-		rc |= push(out, "DIST_TRAIN_NODES", l->nodes, DT_ENV_SET);
-	rc |= push(out, "DIST_TRAIN_RANK_SOURCE",
-		   dt_rank_source_name(l->source), DT_ENV_SET);
-	rc |= push(out, "DIST_TRAIN_PORT_SOURCE",
-		   port ? "user" : dt_port_source_name(req->ports->source),
-		   DT_ENV_SET);
+		rc |= dt_env_add(out, "DIST_TRAIN_NODES", l->nodes,
+				 DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_RANK_SOURCE",
+			 dt_rank_source_name(l->source), DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_PORT_SOURCE",
+			 port ? "user" : dt_port_source_name(req->ports->source),
+			 DT_ENV_SET);
 	if (rc) {
 		dt_errf(err, errlen, "out of memory");
 		return -1;
@@ -170,4 +197,93 @@ size_t dt_env_describe(const struct dt_env *env, char *buf, size_t len)
 			used += (size_t)n;
 	}
 	return used;
+}
+
+size_t dt_env_serialize(const struct dt_env *env, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	for (size_t i = 0; i < env->count; i++) {
+		const struct dt_env_entry *e = &env->entries[i];
+		char kind = e->action == DT_ENV_SET ? 'S' :
+			    e->action == DT_ENV_KEPT ? 'K' : 'U';
+		size_t need = 2 + strlen(e->name) +
+			      (e->value ? 1 + strlen(e->value) : 0) + 1;
+
+		if (used + need <= len) {
+			char *p = buf + used;
+
+			*p++ = kind;
+			*p++ = ' ';
+			p += sprintf(p, "%s", e->name);
+			if (e->value)
+				p += sprintf(p, "=%s", e->value);
+			*p = '\0';
+		}
+		used += need;
+	}
+	return used;
+}
+
+static bool valid_name(const char *name, size_t len)
+{
+	if (!len || (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9') || c == '_'))
+			return false;
+	}
+	return true;
+}
+
+int dt_env_deserialize(const char *buf, size_t len, struct dt_env *out,
+		       char *err, size_t errlen)
+{
+	size_t pos = 0;
+
+	while (pos < len) {
+		const char *rec = buf + pos;
+		const char *end = memchr(rec, '\0', len - pos);
+		const char *name, *eq;
+		char namebuf[256];
+		size_t nlen;
+		enum dt_env_action action;
+
+		if (!end) {
+			dt_errf(err, errlen, "unterminated record");
+			goto fail;
+		}
+		pos += (size_t)(end - rec) + 1;
+		if (end - rec < 3 || rec[1] != ' ')
+			goto bad;
+		action = rec[0] == 'S' ? DT_ENV_SET : rec[0] == 'K' ?
+			 DT_ENV_KEPT : rec[0] == 'U' ? DT_ENV_UNSET :
+			 (enum dt_env_action)-1;
+		if ((int)action < 0)
+			goto bad;
+		name = rec + 2;
+		eq = strchr(name, '=');
+		if ((action == DT_ENV_UNSET) != !eq)
+			goto bad;
+		nlen = eq ? (size_t)(eq - name) : strlen(name);
+		if (nlen >= sizeof(namebuf) || !valid_name(name, nlen))
+			goto bad;
+		memcpy(namebuf, name, nlen);
+		namebuf[nlen] = '\0';
+		if (dt_env_add(out, namebuf, eq ? eq + 1 : NULL, action) < 0) {
+			dt_errf(err, errlen, "out of memory");
+			goto fail;
+		}
+		continue;
+bad:
+		dt_errf(err, errlen, "malformed record '%.40s'", rec);
+		goto fail;
+	}
+	return 0;
+fail:
+	dt_env_free(out);
+	return -1;
 }

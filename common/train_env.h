@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "envp.h"
 #include "layout.h"
 #include "port.h"
 
@@ -22,7 +23,7 @@ enum dt_env_action {
 };
 
 struct dt_env_entry {
-	const char *name;
+	char *name;
 	char *value;		/* the value set or kept; NULL for UNSET */
 	enum dt_env_action action;
 };
@@ -33,8 +34,6 @@ struct dt_env {
 	size_t cap;
 };
 
-typedef const char *(*dt_getenv_fn)(const char *name, void *arg);
-
 struct dt_env_request {
 	const struct dt_layout *layout;
 	uint32_t rank;			/* RANK */
@@ -44,6 +43,10 @@ struct dt_env_request {
 	const char *step_id;		/* "JOBID.STEPID" */
 	dt_getenv_fn getenv;		/* the task's environment */
 	void *getenv_arg;
+	/* Set by the helper's bootstrap; NULL/false otherwise. */
+	const char *nccl_comm_id;	/* "ADDRESS:PORT" of rank 0 */
+	const char *socket_ifname;	/* the interface towards rank 0 */
+	bool was_pmix_client;		/* this rank already used PMIx */
 };
 
 /*
@@ -56,6 +59,14 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 
 void dt_env_free(struct dt_env *env);
 
+/*
+ * The user's own value of NAME in a task's environment, or NULL: a value
+ * left by an earlier dist-train step (DIST_TRAIN_STEP other than STEP_ID,
+ * the parent of a nested srun) is not the user's.
+ */
+const char *dt_user_env(dt_getenv_fn getenv, void *arg, const char *step_id,
+			const char *name);
+
 /* Value of NAME in ENV, NULL if absent or unset. */
 const char *dt_env_get(const struct dt_env *env, const char *name);
 
@@ -64,5 +75,23 @@ const char *dt_env_get(const struct dt_env *env, const char *name);
  * Returns the length it needed, like snprintf.
  */
 size_t dt_env_describe(const struct dt_env *env, char *buf, size_t len);
+
+/* Append one entry (NAME and VALUE are copied). 0, or -1: no memory. */
+int dt_env_add(struct dt_env *env, const char *name, const char *value,
+	       enum dt_env_action action);
+
+/*
+ * ENV as records for another process, each ending in '\0': "S NAME=VALUE"
+ * (set), "K NAME=VALUE" (kept), "U NAME" (unset). Returns the length
+ * needed, like snprintf (without a final terminator).
+ */
+size_t dt_env_serialize(const struct dt_env *env, char *buf, size_t len);
+
+/*
+ * Parse LEN bytes of records into OUT (zeroed by the caller). Names must
+ * look like environment variable names. Returns 0, or -1 with ERR.
+ */
+int dt_env_deserialize(const char *buf, size_t len, struct dt_env *out,
+		       char *err, size_t errlen);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "../../common/envp.h"
 #include "../../common/layout.h"
 
 static struct dt_slurm_step step(const char *nodelist, const char *tpn,
@@ -143,6 +144,97 @@ static void test_nodes_csv(void)
 	CU_ASSERT_TRUE(too_long);
 }
 
+static void test_rank0_from_pmix_later(void)
+{
+	struct dt_slurm_step s = step("n[1-2]", "2,1", 2, 1, 3, 1);
+	struct dt_layout l;
+
+	s.distribution = "arbitrary";
+	s.rank0_elsewhere_ok = true;
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, NULL, 0) == 0);
+	CU_ASSERT_PTR_NULL(l.master_addr);
+	CU_ASSERT_STRING_EQUAL(l.nodes, "n1,n2");
+	dt_layout_free(&l);
+}
+
+static const char *env_of(const char *name, void *arg)
+{
+	return dt_envp_get(arg, name);
+}
+
+static void test_step_from_env(void)
+{
+	char *envp[] = {
+		"SLURM_STEP_NODELIST=n[1-4]", "SLURM_STEP_TASKS_PER_NODE=5,1(x3)",
+		"SLURM_STEP_NUM_NODES=4", "SLURM_STEP_NUM_TASKS=8",
+		"SLURM_NODEID=2", "SLURM_PROCID=6", "SLURM_LOCALID=0",
+		"SLURM_GTIDS=6", "SLURM_DISTRIBUTION=block", NULL,
+	};
+	char *bad[] = { "SLURM_STEP_NODELIST=n1", "SLURM_STEP_NUM_NODES=x",
+			NULL };
+	char *none[] = { "HOME=/", NULL };
+	struct dt_slurm_step s;
+	struct dt_task_ids ids;
+	struct dt_layout l;
+	char err[256];
+
+	CU_ASSERT_EQUAL(dt_slurm_step_from_env(env_of, envp, &s, &ids, err,
+					       sizeof(err)), 0);
+	CU_ASSERT_EQUAL(ids.rank, 6);
+	CU_ASSERT_EQUAL(ids.local_rank, 0);
+	CU_ASSERT_EQUAL(s.local_tasks, 1);
+	CU_ASSERT_EQUAL(s.first_global_id, 6);
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, NULL, 0) == 0);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n1");
+	dt_layout_free(&l);
+
+	CU_ASSERT_EQUAL(dt_slurm_step_from_env(env_of, none, &s, &ids, err,
+					       sizeof(err)), 1);
+	CU_ASSERT_EQUAL(dt_slurm_step_from_env(env_of, bad, &s, &ids, err,
+					       sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NUM_NODES='x' is not a number");
+}
+
+static void test_pmix_cross_check(void)
+{
+	struct dt_slurm_step s = step("n[1-4]", "5,1(x3)", 4, 1, 8, 1);
+	struct dt_task_ids ids = { 5, 0 };
+	struct dt_pmix_view v = { 5, 0, 8, 1, 1, 4, "n1" };
+	struct dt_layout slurm, l;
+	char err[256];
+
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &slurm, NULL, 0) == 0);
+	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, &slurm, &ids, &l, err,
+					    sizeof(err)), 0);
+	CU_ASSERT_EQUAL(l.source, DT_RANKS_FROM_PMIX);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n1");
+	CU_ASSERT_STRING_EQUAL(l.nodes, "n1,n2,n3,n4");
+	CU_ASSERT_EQUAL(l.max_local_size, 5);
+	dt_layout_free(&l);
+
+	v.local_rank = 1;
+	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, &slurm, &ids, &l, err,
+					    sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "PMIx and Slurm disagree on the local rank "
+			       "(SLURM_LOCALID): PMIx says 1, Slurm 0");
+	v.local_rank = 0;
+	v.rank0_host = "n9";
+	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, &slurm, &ids, &l, err,
+					    sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "PMIx and Slurm disagree on the host of "
+			       "rank 0: PMIx says n9, Slurm n1");
+	/* Outside Slurm, PMIx alone. */
+	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, NULL, NULL, &l, err,
+					    sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n9");
+	CU_ASSERT_PTR_NULL(l.nodes);
+	dt_layout_free(&l);
+	v.rank0_host = NULL;
+	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, NULL, NULL, &l, err,
+					    sizeof(err)), -1);
+	dt_layout_free(&slurm);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_uneven_layout),
 	UNIT_TEST(test_single_node_single_task),
@@ -150,6 +242,9 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_inconsistent_values),
 	UNIT_TEST(test_rank0_placement),
 	UNIT_TEST(test_nodes_csv),
+	UNIT_TEST(test_rank0_from_pmix_later),
+	UNIT_TEST(test_step_from_env),
+	UNIT_TEST(test_pmix_cross_check),
 };
 
 UNIT_MAIN("layout", tests)

@@ -6,6 +6,13 @@
 #include "unit.h"
 #include "../../common/settings.h"
 
+#define USER_VALID \
+	"on, off, verbose[=yes|no], nccl[=yes|no], check[=yes|no], " \
+	"pmix[=yes|no], timeout=SECONDS"
+#define SITE_VALID \
+	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
+	"timeout=SECONDS, default=on|off, port-range=LOW-HIGH, helper=PATH"
+
 static void test_defaults(void)
 {
 	struct dt_config c;
@@ -16,6 +23,10 @@ static void test_defaults(void)
 	CU_ASSERT_FALSE(c.verbose);
 	CU_ASSERT_EQUAL(c.port_lo, 20000);
 	CU_ASSERT_EQUAL(c.port_hi, 28999);
+	CU_ASSERT_TRUE(c.use_pmix);
+	CU_ASSERT_FALSE(c.nccl || c.check);
+	CU_ASSERT_EQUAL(c.timeout, 300);
+	CU_ASSERT_STRING_EQUAL(c.helper, DT_HELPER_DEFAULT);
 }
 
 static void test_bare_option_enables(void)
@@ -69,8 +80,7 @@ static const char *option_error(const char *arg)
 static void test_user_errors(void)
 {
 	CU_ASSERT_STRING_EQUAL(option_error("bogus"),
-			       "unknown setting 'bogus'; valid: on, off, "
-			       "verbose[=yes|no]");
+			       "unknown setting 'bogus'; valid: " USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("verbose,,off"),
 			       "empty setting in 'verbose,,off'");
 	CU_ASSERT_STRING_EQUAL(option_error("verbose,"),
@@ -82,11 +92,26 @@ static void test_user_errors(void)
 			       "yes or no");
 	/* Site-only keys are not user settings. */
 	CU_ASSERT_STRING_EQUAL(option_error("port-range=1-2"),
-			       "unknown setting 'port-range=1-2'; valid: on, "
-			       "off, verbose[=yes|no]");
+			       "unknown setting 'port-range=1-2'; valid: "
+			       USER_VALID);
+	CU_ASSERT_STRING_EQUAL(option_error("helper=/bin/sh"),
+			       "unknown setting 'helper=/bin/sh'; valid: "
+			       USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("Verbose"),
-			       "unknown setting 'Verbose'; valid: on, off, "
-			       "verbose[=yes|no]");
+			       "unknown setting 'Verbose'; valid: "
+			       USER_VALID);
+	CU_ASSERT_STRING_EQUAL(option_error("timeout"),
+			       "setting 'timeout' needs a value: "
+			       "timeout=SECONDS");
+	CU_ASSERT_STRING_EQUAL(option_error("timeout=0"),
+			       "bad value '0' for 'timeout': expected "
+			       "seconds, 1 to 86400");
+	CU_ASSERT_STRING_EQUAL(option_error("timeout=1m"),
+			       "bad value '1m' for 'timeout': expected "
+			       "seconds, 1 to 86400");
+	CU_ASSERT_STRING_EQUAL(option_error("nccl=maybe"),
+			       "bad value 'maybe' for 'nccl': expected yes "
+			       "or no");
 }
 
 static void test_site_arguments(void)
@@ -123,19 +148,22 @@ static void test_site_errors(void)
 {
 	CU_ASSERT_STRING_EQUAL(site_error("bogus=1"),
 			       "unknown plugstack.conf argument 'bogus=1'; "
-			       "valid: verbose[=yes|no], default=on|off, "
-			       "port-range=LOW-HIGH");
+			       "valid: " SITE_VALID);
 	CU_ASSERT_STRING_EQUAL(site_error("verbose"),
 			       "plugstack.conf argument 'verbose' is not "
-			       "KEY=VALUE; valid: verbose[=yes|no], "
-			       "default=on|off, port-range=LOW-HIGH");
+			       "KEY=VALUE; valid: " SITE_VALID);
+	CU_ASSERT_STRING_EQUAL(site_error("helper=bin/dist-train"),
+			       "bad value 'bin/dist-train' for 'helper': "
+			       "expected an absolute path");
+	CU_ASSERT_STRING_EQUAL(site_error("timeout=abc"),
+			       "bad value 'abc' for 'timeout': expected "
+			       "seconds, 1 to 86400");
 	CU_ASSERT_STRING_EQUAL(site_error("default=yes"),
 			       "bad value 'yes' for 'default': expected on "
 			       "or off");
 	CU_ASSERT_STRING_EQUAL(site_error("off=1"),
 			       "unknown plugstack.conf argument 'off=1'; "
-			       "valid: verbose[=yes|no], default=on|off, "
-			       "port-range=LOW-HIGH");
+			       "valid: " SITE_VALID);
 	static char *const bad_ranges[] = {
 		"port-range=", "port-range=20000", "port-range=20000-",
 		"port-range=-20000", "port-range=1000-2000",
@@ -151,6 +179,42 @@ static void test_site_errors(void)
 			       "accepted");
 }
 
+static void test_helper_settings(void)
+{
+	char *argv[] = { "helper=/opt/dist-train/bin/dist-train",
+			 "timeout=60", "pmix=no" };
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 3, argv, NULL, 0), 0);
+	CU_ASSERT_STRING_EQUAL(c.helper, "/opt/dist-train/bin/dist-train");
+	CU_ASSERT_EQUAL(c.timeout, 60);
+	CU_ASSERT_FALSE(c.use_pmix);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "nccl,check,pmix,timeout=9",
+					       NULL, 0), 0);
+	CU_ASSERT_TRUE(c.nccl && c.check && c.use_pmix && c.enabled);
+	CU_ASSERT_EQUAL(c.timeout, 9);
+}
+
+/* The plugin hands its settings to the helper as text: they survive. */
+static void test_format_round_trip(void)
+{
+	struct dt_config a, b;
+	char text[256];
+
+	dt_config_init(&a);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&a, "verbose,nccl,pmix=no,"
+					       "timeout=42", NULL, 0), 0);
+	dt_config_format_settings(&a, text, sizeof(text));
+	CU_ASSERT_STRING_EQUAL(text, "on,verbose=yes,pmix=no,nccl=yes,"
+			       "check=no,timeout=42");
+	dt_config_init(&b);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&b, text, NULL, 0), 0);
+	CU_ASSERT_TRUE(a.enabled == b.enabled && a.verbose == b.verbose &&
+		       a.use_pmix == b.use_pmix && a.nccl == b.nccl &&
+		       a.check == b.check && a.timeout == b.timeout);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
 	UNIT_TEST(test_bare_option_enables),
@@ -158,6 +222,8 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_user_errors),
 	UNIT_TEST(test_site_arguments),
 	UNIT_TEST(test_site_errors),
+	UNIT_TEST(test_helper_settings),
+	UNIT_TEST(test_format_round_trip),
 };
 
 UNIT_MAIN("settings", tests)

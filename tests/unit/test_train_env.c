@@ -187,6 +187,86 @@ static void test_describe(void)
 	dt_env_free(&env);
 }
 
+static void test_helper_additions(void)
+{
+	char *envp[] = { "NCCL_SOCKET_IFNAME=ib0", NULL };
+	struct dt_env_request req;
+	struct dt_env env = { 0 };
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &layout;
+	req.ports = &ports;
+	req.step_id = "42.3";
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	req.nccl_comm_id = "10.0.0.1:20257";
+	req.socket_ifname = "=eth0";
+	req.was_pmix_client = true;
+	CU_ASSERT_EQUAL(dt_train_env(&req, &env, NULL, 0), 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "NCCL_COMM_ID"),
+			       "10.0.0.1:20257");
+	/* The user's interface choice stays. */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "NCCL_SOCKET_IFNAME"), "ib0");
+	CU_ASSERT_EQUAL(action(&env, "NCCL_SOCKET_IFNAME"), DT_ENV_KEPT);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PMIX_MCA_gds"), "hash");
+	dt_env_free(&env);
+}
+
+static void test_records_round_trip(void)
+{
+	char *envp[] = { "MASTER_PORT=29500", "TORCHELASTIC_USE_AGENT_STORE=1",
+			 NULL };
+	struct dt_env env = compute(&layout, 5, 0, envp, 0), back = { 0 };
+	size_t len = dt_env_serialize(&env, NULL, 0);
+	char *buf = malloc(len);
+
+	CU_ASSERT_FATAL(buf != NULL);
+	CU_ASSERT_EQUAL(dt_env_serialize(&env, buf, len), len);
+	CU_ASSERT_EQUAL(dt_env_deserialize(buf, len, &back, NULL, 0), 0);
+	CU_ASSERT_EQUAL(back.count, env.count);
+	for (size_t i = 0; i < env.count && i < back.count; i++) {
+		CU_ASSERT_STRING_EQUAL(back.entries[i].name,
+				       env.entries[i].name);
+		CU_ASSERT_EQUAL(back.entries[i].action, env.entries[i].action);
+		if (env.entries[i].value)
+			CU_ASSERT_STRING_EQUAL(back.entries[i].value,
+					       env.entries[i].value);
+	}
+	CU_ASSERT_EQUAL(action(&back, "TORCHELASTIC_USE_AGENT_STORE"),
+			DT_ENV_UNSET);
+	free(buf);
+	dt_env_free(&env);
+	dt_env_free(&back);
+}
+
+static void test_bad_records(void)
+{
+	static const struct { const char *buf; size_t len; } bad[] = {
+		{ "S RANK=1", 8 },		/* unterminated */
+		{ "X RANK=1", 9 },
+		{ "S 1RANK=1", 10 },
+		{ "S RA-NK=1", 10 },
+		{ "U RANK=1", 9 },
+		{ "S RANK", 7 },
+		{ "S =1", 5 },
+		{ "SRANK=1", 8 },
+	};
+	struct dt_env env = { 0 };
+	char err[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CU_ASSERT_EQUAL(dt_env_deserialize(bad[i].buf, bad[i].len, &env,
+						   err, sizeof(err)), -1);
+		CU_ASSERT(err[0] != '\0');
+		CU_ASSERT_EQUAL(env.count, 0);
+	}
+	CU_ASSERT_EQUAL(dt_env_deserialize("U A\0S B=x=y\0", 12, &env, NULL,
+					   0), 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "B"), "x=y");
+	dt_env_free(&env);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_torchrun_variables),
 	UNIT_TEST(test_shared_node_threads),
@@ -196,6 +276,9 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_agent_store_removed),
 	UNIT_TEST(test_long_node_lists_left_out),
 	UNIT_TEST(test_describe),
+	UNIT_TEST(test_helper_additions),
+	UNIT_TEST(test_records_round_trip),
+	UNIT_TEST(test_bad_records),
 };
 
 UNIT_MAIN("train_env", tests)
