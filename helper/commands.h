@@ -9,8 +9,11 @@
 #define DT_NAME "dist-train"
 
 int cmd_hostnames(int argc, char **argv);
+int cmd_bootstrap(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 
-/* "dist-train: " + message on stderr. */
+/* "dist-train: error: " + message on stderr. */
 void helper_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

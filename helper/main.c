@@ -16,8 +16,14 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "exec", cmd_exec,
+	  "set up this task for distributed training, then run a program" },
+	{ "env", cmd_env,
+	  "set up this task, then print its environment as shell code" },
 	{ "hostnames", cmd_hostnames,
 	  "expand a Slurm host list, one host per line" },
+	{ "bootstrap", cmd_bootstrap,
+	  "(run by the dist_train plugin in each task)" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -26,7 +32,7 @@ void helper_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs(DT_NAME ": ", stderr);
+	fputs(DT_NAME ": error: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

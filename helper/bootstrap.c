@@ -1,0 +1,465 @@
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "barrier.h"
+#include "bootstrap.h"
+#include "commands.h"
+#include "nccl_check.h"
+#include "netif.h"
+#include "pmix_client.h"
+#include "../common/hostlist.h"
+#include "../common/tasks_per_node.h"
+
+/* The PMIx key under which rank 0 publishes its rendezvous port. */
+#define RENDEZVOUS_KEY "dist-train.rendezvous"
+/* How far past the step's ports rank 0 looks for a free one. */
+#define PORT_SEARCH 256
+
+int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
+		      int *result_fd, int *next)
+{
+	static const struct option longopts[] = {
+		{ "settings", required_argument, NULL, 's' },
+		{ "port-range", required_argument, NULL, 'p' },
+		{ "result-fd", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char err[256], word[64];
+	char *words[1] = { word };
+	int c;
+
+	dt_config_init(cfg);
+	cfg->enabled = true;
+	*result_fd = -1;
+	optind = 1;
+	/* "+": stop at the program's name, its options are its own. */
+	while ((c = getopt_long(argc, argv, "+s:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (dt_config_parse_option(cfg, optarg, err,
+						   sizeof(err)) < 0) {
+				helper_error("--settings=%s: %s", optarg, err);
+				return 2;
+			}
+			break;
+		case 'p':
+			snprintf(word, sizeof(word), "port-range=%s", optarg);
+			if (dt_config_parse_site(cfg, 1, words, err,
+						 sizeof(err)) < 0) {
+				helper_error("%s", err);
+				return 2;
+			}
+			break;
+		case 'r':
+			*result_fd = atoi(optarg);
+			break;
+		default:
+			return 2;
+		}
+	}
+	*next = optind;
+	return 0;
+}
+
+static const char *process_getenv(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+/* Everything one task knows and decides during the bootstrap. */
+struct task {
+	const struct dt_config *cfg;
+	struct pmix_session *pmix;
+	struct dt_layout layout;
+	struct dt_task_ids ids;
+	struct dt_step_ports ports;	/* candidates, then the choice */
+	char step_id[32];
+	char host[256];
+	/* Slurm's view, to name the host of a missing rank. */
+	struct dt_hostlist *nodes;
+	struct dt_tasks_per_node tpn;
+	bool block_layout;
+};
+
+static void task_free(struct task *t)
+{
+	pmix_close(t->pmix);
+	dt_layout_free(&t->layout);
+	dt_hostlist_free(t->nodes);
+	dt_tpn_free(&t->tpn);
+}
+
+/* Host of RANK: from PMIx, else from Slurm's block layout. */
+static const char *rank_host(uint32_t rank, void *arg)
+{
+	struct task *t = arg;
+	static char name[256];
+	uint32_t node = 0;
+	uint64_t before = 0;
+
+	if (t->pmix)
+		return pmix_rank_host(t->pmix, rank);
+	if (!t->nodes || !t->block_layout)
+		return NULL;
+	while (node < t->tpn.nodes &&
+	       (before += dt_tpn_at(&t->tpn, node)) <= rank)
+		node++;
+	if (node >= t->tpn.nodes ||
+	    dt_hostlist_nth(t->nodes, node, name, sizeof(name)) < 0)
+		return NULL;
+	return name;
+}
+
+static void alarm_fired(int sig)
+{
+	static const char msg[] = DT_NAME ": error: the bootstrap did not "
+				  "finish in time\n";
+
+	(void)sig;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* Where this task stands: Slurm's facts, then PMIx's if there is PMIx. */
+static int find_place(struct task *t, char *err, size_t errlen)
+{
+	const struct dt_config *cfg = t->cfg;
+	struct dt_slurm_step step;
+	struct dt_task_ids slurm_ids;
+	struct dt_layout slurm = { 0 };
+	struct dt_pmix_view view;
+	const char *job, *stepid;
+	bool want_pmix = cfg->use_pmix && pmix_available();
+	int in_slurm, rc = -1;
+
+	in_slurm = dt_slurm_step_from_env(process_getenv, NULL, &step,
+					  &slurm_ids, err, errlen);
+	if (in_slurm < 0)
+		return -1;
+	in_slurm = in_slurm == 0;
+	if (!in_slurm && !want_pmix) {
+		snprintf(err, errlen, "this is not a task of a Slurm step "
+			 "nor of a PMIx job: run it with srun");
+		return -1;
+	}
+	if (in_slurm) {
+		step.rank0_elsewhere_ok = want_pmix;
+		if (dt_layout_from_slurm(&step, &slurm, err, errlen) < 0)
+			return -1;
+		dt_hostlist_parse(step.nodelist, &t->nodes, NULL, 0);
+		dt_tpn_parse(step.tasks_per_node, &t->tpn, NULL, 0);
+		t->block_layout = !step.distribution ||
+				  !strncmp(step.distribution, "block", 5);
+	}
+
+	if (want_pmix) {
+		if (pmix_open(&t->pmix, err, errlen) < 0 ||
+		    pmix_view(t->pmix, &view, err, errlen) < 0 ||
+		    dt_layout_from_pmix(&view, in_slurm ? &slurm : NULL,
+					in_slurm ? &slurm_ids : NULL,
+					&t->layout, err, errlen) < 0)
+			goto out;
+		t->ids.rank = view.rank;
+		t->ids.local_rank = view.local_rank;
+	} else {
+		t->layout = slurm;
+		memset(&slurm, 0, sizeof(slurm));
+		t->ids = slurm_ids;
+	}
+
+	job = getenv("SLURM_JOB_ID");
+	stepid = getenv("SLURM_STEP_ID");
+	snprintf(t->step_id, sizeof(t->step_id), "%s.%s", job ? job : "0",
+		 stepid ? stepid : "0");
+	if (dt_step_ports(getenv("SLURM_STEP_RESV_PORTS"),
+			  job ? (uint32_t)strtoul(job, NULL, 10) : 0,
+			  stepid ? (uint32_t)strtoul(stepid, NULL, 10) : 0,
+			  cfg->port_lo, cfg->port_hi, &t->ports, err,
+			  errlen) < 0)
+		goto out;
+	rc = 0;
+out:
+	dt_layout_free(&slurm);
+	return rc;
+}
+
+/*
+ * Rank 0's rendezvous port, listening: the step's first port; with PMIx,
+ * which can tell the others, the next free one when it is taken.
+ */
+static int listen_rendezvous(struct task *t, int *fd, char *err,
+			     size_t errlen)
+{
+	uint16_t first = t->ports.port[0];
+	const char *fix = t->pmix ?
+		"free a port in the site's range" :
+		"run with --mpi=pmix so that rank 0 picks a free port";
+
+	for (unsigned i = 0; i < PORT_SEARCH; i++) {
+		uint16_t port;
+
+		if (i < t->ports.count)
+			port = t->ports.port[i];
+		else
+			port = (uint16_t)(t->cfg->port_lo +
+				(first - t->cfg->port_lo + i) %
+				(t->cfg->port_hi - t->cfg->port_lo + 1));
+		*fd = barrier_listen(port);
+		if (*fd >= 0) {
+			if (i > 0)
+				t->ports.source = DT_PORT_PROBED;
+			t->ports.port[0] = port;
+			return 0;
+		}
+		if (errno != EADDRINUSE || !t->pmix)
+			break;
+	}
+	snprintf(err, errlen, "port %u on %s is in use by another program; "
+		 "%s", first, t->host, fix);
+	return -1;
+}
+
+/* A free port for NCCL's bootstrap root, other than the rendezvous. */
+static uint16_t nccl_port(const struct task *t)
+{
+	uint16_t rdv = t->ports.port[0];
+	unsigned span = (unsigned)(t->cfg->port_hi - t->cfg->port_lo + 1);
+
+	for (unsigned i = 1; i < PORT_SEARCH; i++) {
+		uint16_t port = (uint16_t)(t->cfg->port_lo +
+					   (rdv - t->cfg->port_lo + i) % span);
+
+		if (rdv < t->cfg->port_lo || rdv > t->cfg->port_hi)
+			port = (uint16_t)(rdv + i);	/* reserved ports */
+		if (port != rdv && port_is_free(port))
+			return port;
+	}
+	return 0;
+}
+
+/* The numeric address of HOST as this node resolves it. */
+static int resolve(const char *host, char *buf, size_t len)
+{
+	struct addrinfo hints, *ai;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &ai))
+		return -1;
+	if (ai->ai_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr,
+			  buf, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6,
+			  &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, buf,
+			  (socklen_t)len);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+/* Rank 0: listen, publish, wait for everyone. */
+static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
+			    uint64_t deadline, struct barrier_result *res,
+			    char *err, size_t errlen)
+{
+	char value[16];
+	uint16_t port2 = 0;
+	int fd, rc = -1;
+
+	if (listen_rendezvous(t, &fd, err, errlen) < 0)
+		return -1;
+	if (t->cfg->nccl || hello->nccl_ok)
+		port2 = nccl_port(t);
+	snprintf(value, sizeof(value), "%u", t->ports.port[0]);
+	if (t->pmix && pmix_publish(t->pmix, RENDEZVOUS_KEY, value, err,
+				    errlen) < 0)
+		goto out;
+	if (hello->world > 1) {
+		rc = barrier_serve(fd, hello, port2, t->cfg->check, deadline,
+				   t->cfg->timeout, rank_host, t, res, err,
+				   errlen);
+		goto out;
+	}
+	memset(res, 0, sizeof(*res));
+	res->nccl_port = port2;
+	res->nccl_check = t->cfg->check && hello->nccl_ok;
+	if (resolve(t->layout.master_addr, res->address,
+		    sizeof(res->address)) < 0)
+		snprintf(res->address, sizeof(res->address), "127.0.0.1");
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Other ranks: learn rank 0's port, reach it, wait for the word. */
+static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
+			   uint64_t deadline, struct barrier_result *res,
+			   bool *quiet, char *err, size_t errlen)
+{
+	uint16_t port = t->ports.port[0];
+	char value[16];
+
+	if (t->pmix) {
+		int left = (int)(deadline > now_ms() ? deadline - now_ms() : 0);
+		int rc = pmix_lookup(t->pmix, 0, RENDEZVOUS_KEY, left, value,
+				     sizeof(value), err, errlen);
+
+		if (rc == 1) {
+			/* All ranks of a node see the same: one speaks. */
+			*quiet = t->ids.local_rank != 0;
+			snprintf(err, errlen, "rank 0 (on %s) did not arrive "
+				 "within %u s. See that node's slurmd log, or "
+				 "give it longer with "
+				 "--dist-train=timeout=SECONDS",
+				 t->layout.master_addr, t->cfg->timeout);
+			return -1;
+		}
+		if (rc < 0)
+			return -1;
+		if (!dt_is_port(value)) {
+			snprintf(err, errlen, "rank 0 published '%s' as its "
+				 "port", value);
+			return -1;
+		}
+		port = (uint16_t)atoi(value);
+		/* Rank 0 moved off the step's first port: it was taken. */
+		if (port != t->ports.port[0])
+			t->ports.source = DT_PORT_PROBED;
+		t->ports.port[0] = port;
+	}
+	/* Rank 0 answers within its own timeout of its start, which was
+	 * before we could connect: wait that long once connected. */
+	return barrier_join(t->layout.master_addr, port, hello, deadline,
+			    (uint64_t)t->cfg->timeout * 1000 + 10000, res,
+			    quiet, err, errlen);
+}
+
+/* The NCCL all-reduce of --dist-train=check, when every rank can. */
+static int nccl_check(struct task *t, const struct barrier_result *res,
+		      const char *ifname, char *err, size_t errlen)
+{
+	char id[128];
+
+	snprintf(id, sizeof(id), "%s:%u", res->address, res->nccl_port);
+	setenv("NCCL_COMM_ID", id, 0);
+	if (ifname)
+		setenv("NCCL_SOCKET_IFNAME", ifname, 0);
+	if (nccl_allreduce_check(t->layout.world_size, t->ids.rank,
+				 t->ids.local_rank, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int bootstrap(const struct dt_config *cfg, struct dt_env *out)
+{
+	struct task t;
+	struct dt_rdv_hello hello;
+	struct barrier_result res;
+	struct dt_env_request req;
+	char err[1024], why[128] = "", ifname[80], comm_id[128], *cpus;
+	bool have_ifname = false, quiet = false;
+	uint64_t deadline;
+	unsigned budget;
+	int rc = 1;
+
+	memset(&t, 0, sizeof(t));
+	t.cfg = cfg;
+	/* A last resort against a wait that escaped its own timeout. */
+	budget = cfg->timeout + 10 + (cfg->check ? cfg->timeout : 0);
+	signal(SIGALRM, alarm_fired);
+	alarm(budget);
+	deadline = now_ms() + (uint64_t)cfg->timeout * 1000;
+	if (gethostname(t.host, sizeof(t.host) - 1) < 0)
+		snprintf(t.host, sizeof(t.host), "unknown");
+
+	if (find_place(&t, err, sizeof(err)) < 0)
+		goto fail;
+
+	memset(&hello, 0, sizeof(hello));
+	hello.rank = t.ids.rank;
+	hello.world = t.layout.world_size;
+	snprintf(hello.host, sizeof(hello.host), "%s", t.host);
+	hello.nccl_ok = cfg->check && nccl_usable(why, sizeof(why));
+	if (t.ids.rank == 0) {
+		if (rendezvous_rank0(&t, &hello, deadline, &res, err,
+				     sizeof(err)) < 0)
+			goto fail;
+	} else if (rendezvous_join(&t, &hello, deadline, &res, &quiet, err,
+				   sizeof(err)) < 0) {
+		goto fail;
+	}
+
+	if (netif_towards(res.address, ifname + 1, sizeof(ifname) - 1) == 0) {
+		ifname[0] = '=';	/* NCCL: this name exactly */
+		have_ifname = true;
+	}
+	if (res.nccl_check &&
+	    nccl_check(&t, &res, have_ifname ? ifname : NULL, err,
+		       sizeof(err)) < 0)
+		goto fail;
+	if (cfg->check && t.ids.rank == 0) {
+		fprintf(stderr, DT_NAME ": check: all %u ranks reached rank 0 "
+			"at %s:%u (%s)", t.layout.world_size,
+			t.layout.master_addr, t.ports.port[0], res.address);
+		if (res.nccl_check)
+			fprintf(stderr, "; NCCL all-reduce across them: ok\n");
+		else
+			fprintf(stderr, "; NCCL all-reduce skipped: not every "
+				"rank has NCCL and a GPU (rank 0: %s)\n",
+				why[0] ? why : "ok");
+	}
+
+	snprintf(comm_id, sizeof(comm_id), "%s:%u", res.address,
+		 res.nccl_port);
+	cpus = getenv("SLURM_CPUS_PER_TASK");
+	memset(&req, 0, sizeof(req));
+	req.layout = &t.layout;
+	req.rank = t.ids.rank;
+	req.local_rank = t.ids.local_rank;
+	req.ports = &t.ports;
+	req.cpus_per_task = cpus ? (uint32_t)strtoul(cpus, NULL, 10) : 0;
+	req.step_id = t.step_id;
+	req.getenv = process_getenv;
+	req.nccl_comm_id = cfg->nccl && res.nccl_port ? comm_id : NULL;
+	req.socket_ifname = have_ifname ? ifname : NULL;
+	req.was_pmix_client = t.pmix != NULL;
+	if (dt_train_env(&req, out, err, sizeof(err)) < 0)
+		goto fail;
+	rc = 0;
+	goto done;
+fail:
+	if (!quiet)
+		helper_error("%s", err);
+done:
+	alarm(0);
+	task_free(&t);
+	return rc;
+}
+
+void bootstrap_describe(const struct dt_env *env)
+{
+	size_t len = dt_env_describe(env, NULL, 0) + 1;
+	char *line = malloc(len);
+	const char *rank = dt_env_get(env, "RANK");
+	char host[256] = "?";
+
+	if (!line)
+		return;
+	gethostname(host, sizeof(host) - 1);
+	dt_env_describe(env, line, len);
+	fprintf(stderr, DT_NAME ": rank %s on %s: %s\n", rank ? rank : "?",
+		host, line);
+	free(line);
+}

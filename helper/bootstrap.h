@@ -1,0 +1,34 @@
+/*
+ * What the helper does in each task, for the plugin (`dist-train
+ * bootstrap`) or by itself (`exec`, `env`): find the task's place (PMIx,
+ * cross-checked against Slurm, or Slurm alone), agree with rank 0 on a
+ * rendezvous port that is free, wait until every rank has arrived,
+ * optionally run an NCCL all-reduce, and compute the environment.
+ */
+#ifndef DIST_TRAIN_HELPER_BOOTSTRAP_H
+#define DIST_TRAIN_HELPER_BOOTSTRAP_H
+
+#include "../common/settings.h"
+#include "../common/train_env.h"
+
+/*
+ * Parse the options `bootstrap`, `exec` and `env` share:
+ *   -s, --settings=SETTINGS   as --dist-train=SETTINGS (on by default)
+ *   --port-range=LOW-HIGH     the site's range
+ *   --result-fd=N             (bootstrap) where the records go
+ * Stops at "--" or the first non-option; *NEXT is its index. Returns 0,
+ * or 2 after printing a usage error.
+ */
+int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
+		      int *result_fd, int *next);
+
+/*
+ * Run the bootstrap and fill OUT (zeroed by the caller). Returns 0, or the
+ * exit status after printing one message (none when rank 0 reports it).
+ */
+int bootstrap(const struct dt_config *cfg, struct dt_env *out);
+
+/* The verbose line for this task on stderr. */
+void bootstrap_describe(const struct dt_env *env);
+
+#endif

@@ -1,0 +1,13 @@
+/* Which network interface reaches an address. */
+#ifndef DIST_TRAIN_HELPER_NETIF_H
+#define DIST_TRAIN_HELPER_NETIF_H
+
+#include <stddef.h>
+
+/*
+ * Name of the interface this host sends from to reach ADDRESS (numeric
+ * IPv4 or IPv6), e.g. "ib0". Returns 0, or -1 when it cannot tell.
+ */
+int netif_towards(const char *address, char *name, size_t len);
+
+#endif
