@@ -6,6 +6,7 @@
  *   srun.c         srun, sbatch, salloc: validation before anything runs
  *   slurmstepd.c   once per node and step: the node's layout and ports
  *   task.c         each task, just before exec: its environment
+ *   helper.c       ... computed by the dist-train helper, with PMIx
  */
 #ifndef DIST_TRAIN_PLUGIN_H
 #define DIST_TRAIN_PLUGIN_H
@@ -41,6 +42,7 @@ struct plugin_state {
 
 	/* slurmstepd user_init: the node's part, inherited by each task. */
 	bool node_active;	/* this step gets the environment */
+	char *distribution;	/* SLURM_DISTRIBUTION, for messages */
 	char node_error[512];	/* set: every task fails with it */
 	struct dt_layout layout;
 	struct dt_step_ports ports;
@@ -64,5 +66,11 @@ void slurmstepd_exit(void);
 
 /* task.c */
 int task_init(spank_t sp);
+
+/* helper.c: run `dist-train bootstrap`; 0, or -1 (ERR may be empty when
+ * the helper already told the user). */
+struct dt_env;
+int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
+		     struct dt_env *out, char *err, size_t errlen);
 
 #endif

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <slurm/slurm.h>
@@ -68,6 +69,11 @@ int slurmstepd_user_init(spank_t sp)
 	step.nodelist = dt_envp_get(env, "SLURM_STEP_NODELIST");
 	step.tasks_per_node = dt_envp_get(env, "SLURM_STEP_TASKS_PER_NODE");
 	step.distribution = dt_envp_get(env, "SLURM_DISTRIBUTION");
+	/* PMIx may still tell where rank 0 is: task_init decides. */
+	step.rank0_elsewhere_ok = true;
+	free(st->distribution);
+	st->distribution = step.distribution ? strdup(step.distribution) :
+			   NULL;
 
 	if (dt_layout_from_slurm(&step, &st->layout, err, sizeof(err)) < 0)
 		goto fail;
@@ -84,5 +90,9 @@ fail:
 
 void slurmstepd_exit(void)
 {
-	dt_layout_free(&plugin_state()->layout);
+	struct plugin_state *st = plugin_state();
+
+	dt_layout_free(&st->layout);
+	free(st->distribution);
+	st->distribution = NULL;
 }

@@ -52,6 +52,16 @@ static int apply(spank_t sp, const struct dt_env *env)
 	return 0;
 }
 
+/*
+ * The helper, not this plugin, handles PMIx (it cannot be used inside
+ * slurmstepd) and whatever needs the ranks to talk before the program.
+ */
+static bool needs_helper(const struct dt_config *cfg, char **envp)
+{
+	return cfg->check || cfg->nccl ||
+	       (cfg->use_pmix && dt_envp_get(envp, "PMIX_NAMESPACE"));
+}
+
 int task_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
@@ -76,6 +86,23 @@ int task_init(spank_t sp)
 	}
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
 
+	if (needs_helper(&st->step, envp)) {
+		if (helper_bootstrap(&st->step, envp, &env, err,
+				     sizeof(err)) < 0) {
+			if (err[0])
+				task_message("error: %s", err);
+			goto out;
+		}
+		goto apply;
+	}
+	if (!st->layout.master_addr) {
+		/* Each task of the node would say it: local task 0 does. */
+		if (local_rank != 0)
+			goto out;
+		dt_layout_rank0_error(st->distribution, err, sizeof(err));
+		goto fail;
+	}
+
 	memset(&req, 0, sizeof(req));
 	req.layout = &st->layout;
 	req.rank = rank;
@@ -87,6 +114,7 @@ int task_init(spank_t sp)
 	req.getenv_arg = envp;
 	if (dt_train_env(&req, &env, err, sizeof(err)) < 0)
 		goto fail;
+apply:
 	if (apply(sp, &env) < 0)
 		goto out;
 

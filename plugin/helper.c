@@ -1,0 +1,179 @@
+/*
+ * Run `dist-train bootstrap` for one task and collect the environment it
+ * computed. It runs in task_init, so as the user, with the task's
+ * environment; its path comes from plugstack.conf or the install prefix,
+ * never from the job. PMIx, NCCL and CUDA stay out of slurmstepd.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin.h"
+#include "../common/train_env.h"
+
+/* The records fit easily; more means something is wrong. */
+#define RECORDS_MAX (1 << 20)
+#define RESULT_FD 3
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void exec_helper(const char *path, char *const argv[],
+			char *const envp[], int result_fd)
+{
+	sigset_t none;
+
+	/* Its own group, so that a late helper can be killed whole. */
+	setpgid(0, 0);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (dup2(result_fd, RESULT_FD) < 0)
+		_exit(127);
+	execve(path, argv, envp);
+	dprintf(STDERR_FILENO, DT_NAME ": error: cannot run the helper %s: "
+		"%s; the cluster's administrator must install dist-train "
+		"there, or name it with helper= in plugstack.conf\n", path,
+		strerror(errno));
+	_exit(127);
+}
+
+/* Read everything from FD until EOF or DEADLINE. */
+static int read_all(int fd, long long deadline, char **buf, size_t *len)
+{
+	size_t cap = 4096;
+
+	*len = 0;
+	*buf = malloc(cap);
+	if (!*buf)
+		return -1;
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		long long left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return -1;
+		n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			continue;
+		if (*len == cap) {
+			char *nb;
+
+			if (cap >= RECORDS_MAX)
+				return -1;
+			nb = realloc(*buf, cap * 2);
+			if (!nb)
+				return -1;
+			*buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, *buf + *len, cap - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? 0 : -1;
+		*len += (size_t)n;
+	}
+}
+
+/* Wait for PID until DEADLINE, then kill its group. -1: it was killed. */
+static int reap(pid_t pid, long long deadline, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR) {
+			*status = -1;	/* not ours to reap (ECHILD) */
+			return 0;
+		}
+		if (now_ms() >= deadline)
+			break;
+		usleep(20000);
+	}
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return -1;
+}
+
+int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
+		     struct dt_env *out, char *err, size_t errlen)
+{
+	static char command[] = "bootstrap", result[] = "--result-fd=3";
+	char settings[256], ports[32];
+	char *argv[] = { (char *)cfg->helper, command, result, ports, settings,
+			 NULL };
+	struct sigaction dfl, old;
+	unsigned wait_s = cfg->timeout + 15 + (cfg->check ? cfg->timeout : 0);
+	long long deadline = now_ms() + (long long)wait_s * 1000;
+	char *records = NULL;
+	size_t len = 0;
+	int fds[2], status = 0, rc = -1, got;
+	pid_t pid;
+
+	err[0] = '\0';
+	snprintf(ports, sizeof(ports), "--port-range=%u-%u", cfg->port_lo,
+		 cfg->port_hi);
+	memcpy(settings, "--settings=", 11);
+	dt_config_format_settings(cfg, settings + 11, sizeof(settings) - 11);
+
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "cannot start the helper: %s",
+			 strerror(errno));
+		return -1;
+	}
+	/* We must be able to reap it, whatever the task inherited. */
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(SIGCHLD, &dfl, &old);
+	pid = fork();
+	if (pid == 0)
+		exec_helper(cfg->helper, argv, envp, fds[1]);
+	close(fds[1]);
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot start the helper: %s",
+			 strerror(errno));
+		goto out;
+	}
+	got = read_all(fds[0], deadline, &records, &len);
+	if (reap(pid, deadline, &status) < 0 || got < 0) {
+		snprintf(err, errlen, "the helper %s did not finish within "
+			 "%u s", cfg->helper, wait_s);
+		goto out;
+	}
+	/* A failing helper printed why (exit 127: exec failed, said so). */
+	if (status == -1 ? len == 0 : !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		if (status != -1 && WIFSIGNALED(status))
+			snprintf(err, errlen, "the helper %s was killed by "
+				 "signal %d", cfg->helper, WTERMSIG(status));
+		goto out;
+	}
+	if (dt_env_deserialize(records, len, out, err, errlen) < 0)
+		goto out;
+	rc = 0;
+out:
+	sigaction(SIGCHLD, &old, NULL);
+	close(fds[0]);
+	free(records);
+	return rc;
+}
