@@ -102,7 +102,7 @@ cluster_start() {
 # Replace the plugin's plugstack.conf arguments; every new srun and
 # slurmstepd reads the file again.
 set_plugin_args() {
-	echo "required $DT_CLUSTER_DIR/lib/dist_train.so $*" > "$DT_CLUSTER_DIR/etc/plugstack.conf"
+	"$DT_CLUSTER" plugstack "$@"
 }
 
 # job CMD...: run CMD as the cluster's unprivileged user in $JOBS, with a
@@ -129,6 +129,56 @@ show_output() {
 
 # Lines of stdout that match a pattern, counted.
 count_lines() { grep -c -E "$1" "$OUT" || true; }
+
+# show.sh: each task prints Slurm's own view next to the plugin's.
+make_show_script() {
+	job_file show.sh <<'EOF'
+#!/bin/sh
+echo "TASK procid=$SLURM_PROCID localid=$SLURM_LOCALID nodeid=$SLURM_NODEID" \
+     "host=$(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK" \
+     "WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" \
+     "GROUP_RANK=$GROUP_RANK GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
+     "ROLE_RANK=$ROLE_RANK ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE ROLE_NAME=$ROLE_NAME" \
+     "MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT" \
+     "OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}" \
+     "DIST_TRAIN_NODE_RANK=$DIST_TRAIN_NODE_RANK" \
+     "DIST_TRAIN_NUM_NODES=$DIST_TRAIN_NUM_NODES" \
+     "DIST_TRAIN_NODES=$DIST_TRAIN_NODES" \
+     "AGENT_STORE=${TORCHELASTIC_USE_AGENT_STORE:-unset}" \
+     "RUN_ID=${TORCHELASTIC_RUN_ID:-unset}" \
+     "SOURCE=$DIST_TRAIN_RANK_SOURCE"
+EOF
+}
+
+# layout_errors SOURCE: what in $OUT (show.sh from srun -N4 -n8, laid out
+# 5,1,1,1 on idle nodes) differs from what each task should get; empty
+# when all is right.
+layout_errors() {
+	awk -v source="$1" '
+/^TASK / {
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	r = v["procid"]; node = (r < 5) ? 0 : r - 4
+	want["RANK"] = r; want["LOCAL_RANK"] = v["localid"]
+	want["GROUP_RANK"] = v["nodeid"]; want["DIST_TRAIN_NODE_RANK"] = node
+	want["WORLD_SIZE"] = 8; want["LOCAL_WORLD_SIZE"] = (node == 0) ? 5 : 1
+	want["GROUP_WORLD_SIZE"] = 4; want["DIST_TRAIN_NUM_NODES"] = 4
+	want["ROLE_RANK"] = r; want["ROLE_WORLD_SIZE"] = 8
+	want["ROLE_NAME"] = "default"; want["MASTER_ADDR"] = "n1"
+	want["host"] = "n" (node + 1); want["nodeid"] = node
+	want["OMP_NUM_THREADS"] = (node == 0) ? 1 : "unset"
+	want["DIST_TRAIN_NODES"] = "n1,n2,n3,n4"
+	want["AGENT_STORE"] = "unset"; want["RUN_ID"] = "unset"
+	want["SOURCE"] = source
+	for (k in want)
+		if (v[k] != want[k])
+			printf "rank %s: %s=%s, expected %s\n", r, k, v[k], want[k]
+	port[v["MASTER_PORT"]] = 1
+	if (v["MASTER_PORT"] < 20000 || v["MASTER_PORT"] > 28999)
+		printf "rank %s: MASTER_PORT=%s outside 20000-28999\n", r, v["MASTER_PORT"]
+}
+END { n = 0; for (p in port) n++; if (n != 1) print "ranks disagree on MASTER_PORT" }
+' "$OUT"
+}
 
 finish() {
 	[ "$_tap_failed" = 0 ]

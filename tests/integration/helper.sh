@@ -1,0 +1,75 @@
+#!/bin/bash
+# The dist-train command on its own, for sites without the plugin, and
+# what the plugin says when its helper is missing or cannot run.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 10
+
+make_show_script
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+
+job srun -N4 -n8 --mpi=pmix dist-train exec -- ./show.sh
+bad=$(layout_errors pmix)
+check "srun --mpi=pmix dist-train exec: PMIx ranks without the plugin" \
+	test -z "$bad" -a "$(count_lines '^TASK ')" = 8 || { diag "$bad"; show_output; }
+
+job srun -N4 -n8 --mpi=pmix dist-train exec -- /usr/bin/python3 allreduce.py
+check "... and PyTorch joins the group with them" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+
+job srun -N4 -n8 dist-train exec --settings=verbose -- ./show.sh
+bad=$(layout_errors slurm)
+check "srun dist-train exec without PMIx: Slurm's ranks" \
+	test -z "$bad" -a "$(grep -c '^dist-train: rank [0-7] on n[1-4]: RANK=' "$ERR")" = 8 || { diag "$bad"; show_output; }
+
+job srun -N2 -n3 --mpi=pmix sh -c 'eval "$(dist-train env)" && echo "ENV $RANK $WORLD_SIZE $MASTER_ADDR:$MASTER_PORT"'
+check "eval \"\$(dist-train env)\" sets the variables in a shell" \
+	test "$(count_lines '^ENV [0-2] 3 n1:[0-9]+$')" = 3 || show_output
+
+job dist-train exec -- true
+check "dist-train exec outside a job says so" \
+	grep -qx 'dist-train: error: this is not a task of a Slurm step nor of a PMIx job: run it with srun' "$ERR" || show_output
+
+# Without PMIx, rank 0 cannot move: a taken port is reported clearly.
+job_file held-check.sh <<'EOF2'
+#!/bin/bash
+#SBATCH -N2 -n2 -o held-check.out
+port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
+python3 -c "import socket, time
+s = socket.socket(); s.bind(('', $port)); s.listen()
+open('held.ready', 'w').close(); time.sleep(60)" &
+holder=$!
+while [ ! -e held.ready ]; do sleep 0.1; done
+srun --dist-train=check,timeout=10 true
+kill $holder
+EOF2
+rm -f "$JOBS/held-check.out" "$JOBS/held.ready"
+job sbatch --wait held-check.sh
+cp "$JOBS/held-check.out" "$OUT" 2>/dev/null
+check "check without PMIx on a taken port: one clear message, naming the fix" \
+	grep -q '^dist-train: error: port [0-9]* on n1 is in use by another program; run with --mpi=pmix so that rank 0 picks a free port$' "$OUT" || show_output
+
+set_plugin_args helper=/nonexistent/dist-train
+job srun -N2 -n2 --mpi=pmix --dist-train true
+rc=$?
+check "a missing helper fails the step with a message for the administrator" \
+	eval '[ $rc != 0 ] && grep -q "^dist-train: error: cannot run the helper /nonexistent/dist-train: No such file or directory; the cluster'"'"'s administrator must install dist-train there, or name it with helper= in plugstack.conf$" "$ERR"' || show_output
+job srun -N2 -n2 --mpi=none --dist-train ./show.sh
+check "... while steps that need no helper still work" \
+	test "$(count_lines '^TASK .* SOURCE=slurm$')" = 2 || show_output
+
+echo '#!/bin/sh' | job_file not-executable
+chmod 0644 "$JOBS/not-executable"
+set_plugin_args helper="$JOBS/not-executable"
+job srun -N1 -n1 --mpi=pmix --dist-train true
+check "a helper that cannot be executed: the same, with the reason" \
+	grep -q "^dist-train: error: cannot run the helper $JOBS/not-executable: Permission denied;" "$ERR" || show_output
+
+set_plugin_args helper=dist-train
+job srun -N1 --dist-train true
+check "a relative helper= in plugstack.conf is refused" \
+	grep -q "bad value 'dist-train' for 'helper': expected an absolute path" "$ERR" || show_output
+set_plugin_args
+
+finish
