@@ -400,7 +400,7 @@ int barrier_join(const char *host, uint16_t port,
 			freeaddrinfo(ais);
 		}
 		if (fd < 0)
-			usleep(200000);
+			usleep(50000);
 	}
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot reach rank 0 at %s:%u: %s",

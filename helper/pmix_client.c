@@ -339,7 +339,7 @@ int pmix_lookup(struct pmix_session *s, uint32_t rank, const char *key,
 			break;
 		if (left <= 0)
 			return 1;
-		usleep(100000);
+		usleep(20000);
 	}
 	snprintf(err, errlen, "PMIx lookup of %s from rank %u failed: %s",
 		 key, rank, s->api.error_string(status));

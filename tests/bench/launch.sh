@@ -1,0 +1,62 @@
+#!/bin/bash
+# Launch overhead of --dist-train on the local 4-node cluster, as figures.
+#
+#   tests/bench/launch.sh [REPETITIONS]      (root; after building)
+#
+# For each variant it measures, REPETITIONS times, the time from starting
+# srun to the moment the last of the step's 8 tasks starts its program
+# (each task prints a timestamp first thing), and prints the median and the
+# ratio against the plain srun it extends. It starts and stops its own
+# cluster (contrib/cluster/dt-cluster), like the integration tests.
+set -u
+reps=${1:-10}
+. "$(dirname "$0")/../integration/lib.sh"
+export DT_CLUSTER_DIR=/var/tmp/dist-train-bench DT_CLUSTER_PORT=17200
+JOBS=$DT_CLUSTER_DIR/jobs OUT=$JOBS/.out ERR=$JOBS/.err
+
+cluster_start
+job_file stamp.sh <<'EOF2'
+#!/bin/sh
+date +%s.%N
+EOF2
+
+# One run: seconds from srun's start to the last task's program start.
+measure() {
+	local t0 last
+	t0=$(date +%s.%N)
+	job "$@" ./stamp.sh || { echo "failed: $*" >&2; cat "$ERR" >&2; return 1; }
+	last=$(sort -n "$OUT" | tail -1)
+	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.4f\n", b - a }'
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m }'; }
+
+declare -A result
+variants=(
+	"srun --mpi=none"
+	"srun --mpi=none --dist-train"
+	"srun --mpi=pmix"
+	"srun --mpi=pmix --dist-train"
+	"srun --mpi=pmix --dist-train=check"
+)
+for v in "${variants[@]}"; do
+	measure $v -N4 -n8 >/dev/null	# warm-up
+	times=()
+	for ((i = 0; i < reps; i++)); do
+		times+=("$(measure $v -N4 -n8)") || exit 1
+	done
+	result[$v]=$(printf '%s\n' "${times[@]}" | median)
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "Launch to the last task's program start, srun -N4 -n8 on the local cluster,"
+echo "median of $reps runs ($(nproc) cores, $(date -u +%Y-%m-%d)):"
+printf '  %-36s %7ss\n' "srun --mpi=none" "${result[srun --mpi=none]}"
+printf '  %-36s %7ss  x%s\n' "srun --mpi=none --dist-train" "${result[srun --mpi=none --dist-train]}" \
+	"$(ratio "${result[srun --mpi=none --dist-train]}" "${result[srun --mpi=none]}")"
+printf '  %-36s %7ss\n' "srun --mpi=pmix" "${result[srun --mpi=pmix]}"
+printf '  %-36s %7ss  x%s\n' "srun --mpi=pmix --dist-train" "${result[srun --mpi=pmix --dist-train]}" \
+	"$(ratio "${result[srun --mpi=pmix --dist-train]}" "${result[srun --mpi=pmix]}")"
+printf '  %-36s %7ss  x%s\n' "srun --mpi=pmix --dist-train=check" "${result[srun --mpi=pmix --dist-train=check]}" \
+	"$(ratio "${result[srun --mpi=pmix --dist-train=check]}" "${result[srun --mpi=pmix]}")"
+echo "(ratios against the plain srun with the same --mpi)"
