@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "settings.h"
+#include "binding.h"
 #include "error.h"
 
 #include <stdio.h>
@@ -123,6 +124,52 @@ static int apply_timeout(struct dt_config *cfg, const char *value,
 	return 0;
 }
 
+static int apply_bind(struct dt_config *cfg, const char *value,
+		      char *err, size_t errlen)
+{
+	static const int modes[] = { DT_BIND_GPU, DT_BIND_NUMA, DT_BIND_OFF };
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		if (!strcmp(value, dt_bind_mode_name(modes[i]))) {
+			cfg->bind = modes[i];
+			return 0;
+		}
+	}
+	dt_errf(err, errlen, "bad value '%s' for 'bind': expected gpu, numa "
+		"or off", value);
+	return -1;
+}
+
+static int apply_visible_gpus(struct dt_config *cfg, const char *value,
+			      char *err, size_t errlen)
+{
+	if (!strcmp(value, "all") || !strcmp(value, "own")) {
+		cfg->own_gpu_only = !strcmp(value, "own");
+		return 0;
+	}
+	dt_errf(err, errlen, "bad value '%s' for 'visible-gpus': expected all "
+		"or own", value);
+	return -1;
+}
+
+static int apply_share_gpus(struct dt_config *cfg, const char *value,
+			    char *err, size_t errlen)
+{
+	return parse_bool("share-gpus", value, &cfg->share_gpus, err, errlen);
+}
+
+static int apply_topology(struct dt_config *cfg, const char *value,
+			  char *err, size_t errlen)
+{
+	if (value[0] != '/' || strlen(value) >= sizeof(cfg->topology)) {
+		dt_errf(err, errlen, "bad value '%s' for 'topology': expected "
+			"an absolute path", value);
+		return -1;
+	}
+	strcpy(cfg->topology, value);
+	return 0;
+}
+
 /* Admins name the helper; never a job (it runs in every task). */
 static int apply_helper(struct dt_config *cfg, const char *value,
 			char *err, size_t errlen)
@@ -189,12 +236,20 @@ static const struct setting settings[] = {
 	  apply_pmix },
 	{ "timeout", "timeout=SECONDS", SCOPE_USER | SCOPE_SITE,
 	  VALUE_REQUIRED, apply_timeout },
+	{ "bind", "bind=gpu|numa|off", SCOPE_USER | SCOPE_SITE,
+	  VALUE_REQUIRED, apply_bind },
+	{ "visible-gpus", "visible-gpus=all|own", SCOPE_USER | SCOPE_SITE,
+	  VALUE_REQUIRED, apply_visible_gpus },
+	{ "share-gpus", "share-gpus[=yes|no]", SCOPE_USER | SCOPE_SITE,
+	  VALUE_OPTIONAL, apply_share_gpus },
 	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_default },
 	{ "port-range", "port-range=LOW-HIGH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_port_range },
 	{ "helper", "helper=PATH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_helper },
+	{ "topology", "topology=FILE", SCOPE_SITE, VALUE_REQUIRED,
+	  apply_topology },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -222,7 +277,7 @@ static int apply_word(struct dt_config *cfg, unsigned scope, const char *word,
 		      size_t wordlen, const char *what, char *err,
 		      size_t errlen)
 {
-	char name[32], valid[256], value[256];
+	char name[32], valid[512], value[256];
 	const char *eq = memchr(word, '=', wordlen);
 	size_t namelen = eq ? (size_t)(eq - word) : wordlen;
 	const struct setting *s = NULL;
@@ -272,6 +327,7 @@ void dt_config_init(struct dt_config *cfg)
 	cfg->port_hi = DT_DEFAULT_PORT_HI;
 	cfg->use_pmix = true;
 	cfg->timeout = DT_DEFAULT_TIMEOUT;
+	cfg->bind = DT_BIND_GPU;
 	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
 }
 
@@ -280,7 +336,7 @@ int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
 {
 	for (int i = 0; i < argc; i++) {
 		if (!strchr(argv[i], '=')) {
-			char valid[256];
+			char valid[512];
 
 			list_valid(SCOPE_SITE, valid, sizeof(valid));
 			dt_errf(err, errlen, "plugstack.conf argument '%s' is "
@@ -328,11 +384,14 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 				 size_t len)
 {
 	int n = snprintf(buf, len, "%s,verbose=%s,pmix=%s,nccl=%s,check=%s,"
-			 "timeout=%u", cfg->enabled ? "on" : "off",
+			 "timeout=%u,bind=%s,visible-gpus=%s,share-gpus=%s",
+			 cfg->enabled ? "on" : "off",
 			 cfg->verbose ? "yes" : "no",
 			 cfg->use_pmix ? "yes" : "no",
 			 cfg->nccl ? "yes" : "no", cfg->check ? "yes" : "no",
-			 cfg->timeout);
+			 cfg->timeout, dt_bind_mode_name(cfg->bind),
+			 cfg->own_gpu_only ? "own" : "all",
+			 cfg->share_gpus ? "yes" : "no");
 
 	return n < 0 ? 0 : (size_t)n;
 }

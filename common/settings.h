@@ -25,6 +25,7 @@ struct dt_config {
 	uint16_t port_lo;	/* range for derived ports */
 	uint16_t port_hi;
 	char helper[DT_HELPER_PATH_MAX]; /* the dist-train command */
+	char topology[DT_HELPER_PATH_MAX]; /* hwloc XML of the node, or "" */
 
 	/* Per step: the site's value is the default, the user's wins. */
 	bool enabled;
@@ -33,6 +34,9 @@ struct dt_config {
 	bool nccl;		/* NCCL_COMM_ID for plain NCCL programs */
 	bool check;		/* verify the rendezvous before the program */
 	unsigned timeout;	/* seconds any wait may last */
+	int bind;		/* enum dt_bind_mode */
+	bool own_gpu_only;	/* CUDA_VISIBLE_DEVICES: each task's own */
+	bool share_gpus;	/* allow more tasks than GPUs */
 };
 
 /* Built-in defaults: off unless asked for, quiet, the default port range. */

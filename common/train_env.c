@@ -56,12 +56,36 @@ void dt_env_free(struct dt_env *env)
 	memset(env, 0, sizeof(*env));
 }
 
-const char *dt_env_get(const struct dt_env *env, const char *name)
+const struct dt_env_entry *dt_env_find(const struct dt_env *env,
+				       const char *name)
 {
 	for (size_t i = env->count; i > 0; i--)
 		if (!strcmp(env->entries[i - 1].name, name))
-			return env->entries[i - 1].value;
+			return &env->entries[i - 1];
 	return NULL;
+}
+
+const char *dt_env_get(const struct dt_env *env, const char *name)
+{
+	const struct dt_env_entry *e = dt_env_find(env, name);
+
+	return e ? e->value : NULL;
+}
+
+int dt_env_put(struct dt_env *env, const char *name, const char *value,
+	       enum dt_env_action action)
+{
+	struct dt_env_entry *e = (struct dt_env_entry *)dt_env_find(env, name);
+	char *copy = NULL;
+
+	if (!e)
+		return dt_env_add(env, name, value, action);
+	if (value && !(copy = strdup(value)))
+		return -1;
+	free(e->value);
+	e->value = copy;
+	e->action = action;
+	return 0;
 }
 
 const char *dt_user_env(dt_getenv_fn getenv, void *arg, const char *step_id,

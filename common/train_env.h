@@ -80,6 +80,14 @@ size_t dt_env_describe(const struct dt_env *env, char *buf, size_t len);
 int dt_env_add(struct dt_env *env, const char *name, const char *value,
 	       enum dt_env_action action);
 
+/* Replace the entry for NAME, or append one. 0, or -1: no memory. */
+int dt_env_put(struct dt_env *env, const char *name, const char *value,
+	       enum dt_env_action action);
+
+/* The entry for NAME, or NULL. */
+const struct dt_env_entry *dt_env_find(const struct dt_env *env,
+				       const char *name);
+
 /*
  * ENV as records for another process, each ending in '\0': "S NAME=VALUE"
  * (set), "K NAME=VALUE" (kept), "U NAME" (unset). Returns the length

@@ -1,0 +1,179 @@
+#include "config.h"
+
+#include "bind_apply.h"
+#include "binding.h"
+#include "error.h"
+#include "settings.h"
+#include "topology.h"
+#include "train_env.h"
+
+#include <errno.h>
+#include <linux/mempolicy.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int dt_bind_cpus(const unsigned *cpus, unsigned ncpus, char *err,
+		 size_t errlen)
+{
+	unsigned max = 0;
+	cpu_set_t *set;
+	size_t size;
+	int rc;
+
+	for (unsigned i = 0; i < ncpus; i++)
+		if (cpus[i] > max)
+			max = cpus[i];
+	set = CPU_ALLOC(max + 1);
+	if (!set) {
+		dt_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	size = CPU_ALLOC_SIZE(max + 1);
+	CPU_ZERO_S(size, set);
+	for (unsigned i = 0; i < ncpus; i++)
+		CPU_SET_S(cpus[i], size, set);
+	rc = sched_setaffinity(0, size, set);
+	if (rc < 0)
+		dt_errf(err, errlen, "cannot bind to CPUs: %s", strerror(errno));
+	CPU_FREE(set);
+	return rc;
+}
+
+int dt_bind_memory(int numa, char *err, size_t errlen)
+{
+	unsigned long mask[16];	/* NUMA nodes 0-1023 */
+	const unsigned bits = sizeof(mask) * 8;
+
+	if (numa < 0 || (unsigned)numa >= bits) {
+		dt_errf(err, errlen, "no NUMA node %d", numa);
+		return -1;
+	}
+	memset(mask, 0, sizeof(mask));
+	mask[numa / (8 * sizeof(long))] |= 1UL << (numa % (8 * sizeof(long)));
+	/* The kernel reads maxnode - 1 bits. */
+	if (syscall(SYS_set_mempolicy, MPOL_BIND, mask, bits + 1) < 0) {
+		dt_errf(err, errlen, "cannot bind memory to NUMA node %d: %s",
+			numa, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int dt_current_cpus(char *buf, size_t len)
+{
+	unsigned n = 0, *cpus;
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return -1;
+	cpus = malloc(CPU_SETSIZE * sizeof(*cpus));
+	if (!cpus)
+		return -1;
+	for (unsigned c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	dt_cpulist_format(cpus, n, buf, len);
+	free(cpus);
+	return 0;
+}
+
+static void note(char *notes, size_t len, const char *what)
+{
+	size_t used = strlen(notes);
+
+	snprintf(notes + used, len - used, "%s%s", used ? "; " : "", what);
+}
+
+int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
+		 const struct dt_config *cfg, dt_getenv_fn getenv, void *arg,
+		 struct dt_env *env, char *notes, size_t notes_len, char *err,
+		 size_t errlen)
+{
+	const char *cpu_bind = getenv("SLURM_CPU_BIND_TYPE", arg);
+	const char *mem_bind = getenv("SLURM_MEM_BIND_TYPE", arg);
+	const char *tres_bind = getenv("SLURMD_TRES_BIND", arg);
+	const char *lrank = dt_env_get(env, "LOCAL_RANK");
+	const char *lsize = dt_env_get(env, "LOCAL_WORLD_SIZE");
+	struct dt_plan_request req;
+	struct dt_bind_env_request ereq;
+	struct dt_plan plan = { 0 };
+	const struct dt_task_plan *t;
+	unsigned *gpus = NULL;
+	char why[256], text[300];
+	int n, rc = -1;
+
+	if (cfg->bind == DT_BIND_OFF)
+		return dt_env_put(env, "DIST_TRAIN_BIND", "off", DT_ENV_SET);
+	if (!machine) {
+		note(notes, notes_len, no_machine);
+		return 0;
+	}
+	memset(&req, 0, sizeof(req));
+	req.machine = machine;
+	req.mode = cfg->bind;
+	req.share_gpus = cfg->share_gpus;
+	req.ntasks = lsize ? (unsigned)strtoul(lsize, NULL, 10) : 0;
+	/* Slurm's --gpu-bind chose the GPUs: bind to NUMA nodes only. */
+	if (tres_bind && strstr(tres_bind, "gpu") && req.mode == DT_BIND_GPU) {
+		req.mode = DT_BIND_NUMA;
+		note(notes, notes_len, "GPUs: yours (--gpu-bind)");
+	}
+	if (req.mode == DT_BIND_GPU) {
+		n = dt_step_gpus(machine, getenv("SLURM_STEP_GPUS", arg),
+				 getenv("SLURM_JOB_GPUS", arg),
+				 getenv("CUDA_VISIBLE_DEVICES", arg), &gpus, err,
+				 errlen);
+		if (n < 0)
+			goto out;
+		req.gpus = gpus;
+		req.ngpus = (unsigned)n;
+	}
+	if (dt_plan_compute(&req, &plan, err, errlen) < 0)
+		goto out;
+
+	memset(&ereq, 0, sizeof(ereq));
+	ereq.machine = machine;
+	ereq.plan = &plan;
+	ereq.local_rank = lrank ? (unsigned)strtoul(lrank, NULL, 10) : 0;
+	ereq.own_gpu_only = cfg->own_gpu_only;
+	ereq.getenv = getenv;
+	ereq.getenv_arg = arg;
+	if (ereq.local_rank >= plan.ntasks) {
+		snprintf(err, errlen, "local rank %u beyond the %u tasks of "
+			 "this node", ereq.local_rank, plan.ntasks);
+		goto out;
+	}
+	t = &plan.tasks[ereq.local_rank];
+	if (cpu_bind && *cpu_bind) {
+		snprintf(text, sizeof(text), "CPUs: yours (--cpu-bind=%s)",
+			 cpu_bind);
+		note(notes, notes_len, text);
+	} else if (t->ncpus) {
+		ereq.cpus_bound = dt_bind_cpus(t->cpus, t->ncpus, why,
+					       sizeof(why)) == 0;
+		if (!ereq.cpus_bound)
+			note(notes, notes_len, why);
+		else if (t->shares_cores)
+			note(notes, notes_len, "more tasks than cores: CPUs "
+			     "shared");
+	}
+	if (mem_bind && *mem_bind) {
+		snprintf(text, sizeof(text), "memory: yours (--mem-bind=%s)",
+			 mem_bind);
+		note(notes, notes_len, text);
+	} else if (t->numa >= 0 &&
+		   dt_bind_memory(t->numa, why, sizeof(why)) < 0) {
+		note(notes, notes_len, why);
+	}
+	if (dt_binding_env(&ereq, env, err, errlen) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(gpus);
+	dt_plan_free(&plan);
+	return rc;
+}

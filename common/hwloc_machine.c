@@ -1,0 +1,381 @@
+#include "config.h"
+
+#include "hwloc_machine.h"
+#include "error.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_HWLOC
+
+#include <dlfcn.h>
+
+#include <hwloc.h>
+
+/* The hwloc calls used, resolved from libhwloc.so.15 (hwloc 2.x). */
+struct hwloc_api {
+	int (*topology_init)(hwloc_topology_t *);
+	int (*topology_load)(hwloc_topology_t);
+	void (*topology_destroy)(hwloc_topology_t);
+	int (*topology_set_xml)(hwloc_topology_t, const char *);
+	int (*topology_set_io_types_filter)(hwloc_topology_t,
+					    enum hwloc_type_filter_e);
+	hwloc_const_cpuset_t (*topology_get_allowed_cpuset)(hwloc_topology_t);
+	int (*get_type_depth)(hwloc_topology_t, hwloc_obj_type_t);
+	unsigned (*get_nbobjs_by_depth)(hwloc_topology_t, int);
+	hwloc_obj_t (*get_obj_by_depth)(hwloc_topology_t, int, unsigned);
+	int (*bitmap_first)(hwloc_const_bitmap_t);
+	int (*bitmap_next)(hwloc_const_bitmap_t, int);
+	int (*bitmap_isset)(hwloc_const_bitmap_t, unsigned);
+	int (*bitmap_weight)(hwloc_const_bitmap_t);
+};
+
+static struct hwloc_api hw;
+
+static int load_hwloc(char *err, size_t errlen)
+{
+	static void *lib;
+
+	if (lib)
+		return 0;
+	lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_GLOBAL);
+	if (!lib) {
+		dt_errf(err, errlen, "cannot load hwloc (libhwloc.so.15: %s)",
+			dlerror());
+		return -1;
+	}
+#define RESOLVE(field)                                                   \
+	do {                                                             \
+		*(void **)(&hw.field) = dlsym(lib, "hwloc_" #field);     \
+		if (!hw.field) {                                         \
+			dt_errf(err, errlen, "libhwloc lacks hwloc_%s",  \
+				#field);                                 \
+			dlclose(lib);                                    \
+			lib = NULL;                                      \
+			return -1;                                       \
+		}                                                        \
+	} while (0)
+	RESOLVE(topology_init);
+	RESOLVE(topology_load);
+	RESOLVE(topology_destroy);
+	RESOLVE(topology_set_xml);
+	RESOLVE(topology_set_io_types_filter);
+	RESOLVE(topology_get_allowed_cpuset);
+	RESOLVE(get_type_depth);
+	RESOLVE(get_nbobjs_by_depth);
+	RESOLVE(get_obj_by_depth);
+	RESOLVE(bitmap_first);
+	RESOLVE(bitmap_next);
+	RESOLVE(bitmap_isset);
+	RESOLVE(bitmap_weight);
+#undef RESOLVE
+	return 0;
+}
+
+static bool is_io(const struct hwloc_obj *o)
+{
+	return o->type == HWLOC_OBJ_BRIDGE || o->type == HWLOC_OBJ_PCI_DEVICE ||
+	       o->type == HWLOC_OBJ_OS_DEVICE || o->type == HWLOC_OBJ_MISC;
+}
+
+/*
+ * The NUMA node an I/O object is local to: its first non-I/O ancestor's,
+ * when that is one node (a device under the machine itself is near none).
+ */
+static int numa_of(const struct hwloc_obj *o)
+{
+	while (o && is_io(o))
+		o = o->parent;
+	if (!o || !o->nodeset || hw.bitmap_weight(o->nodeset) != 1)
+		return -1;
+	return hw.bitmap_first(o->nodeset);
+}
+
+static void busid_of(const struct hwloc_obj *o, char *buf, size_t len)
+{
+	const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
+
+	snprintf(buf, len, "%04x:%02x:%02x.%01x", p->domain, p->bus, p->dev,
+		 p->func);
+}
+
+static const char *info(const struct hwloc_obj *o, const char *name)
+{
+	for (unsigned i = 0; i < o->infos_count; i++)
+		if (!strcmp(o->infos[i].name, name))
+			return o->infos[i].value;
+	return NULL;
+}
+
+/* An RDMA device's first active port (PortNState=4), else 1. */
+static int active_port(const struct hwloc_obj *o)
+{
+	for (int port = 1; port <= 8; port++) {
+		char key[32];
+		const char *state;
+
+		snprintf(key, sizeof(key), "Port%dState", port);
+		state = info(o, key);
+		if (state && !strcmp(state, "4"))
+			return port;
+	}
+	return 1;
+}
+
+/* Hops between two objects through their closest common ancestor. */
+static unsigned hops(const struct hwloc_obj *a, const struct hwloc_obj *b)
+{
+	unsigned up = 0;
+
+	for (const struct hwloc_obj *x = a; x; x = x->parent, up++) {
+		unsigned down = 0;
+
+		for (const struct hwloc_obj *y = b; y; y = y->parent, down++)
+			if (x == y)
+				return up + down;
+	}
+	return 1000;
+}
+
+/* NVIDIA's device minor of a GPU, from the driver, or -1. */
+static int nvidia_minor(const char *busid)
+{
+	char path[128], line[256];
+	FILE *f;
+	int minor = -1;
+
+	snprintf(path, sizeof(path), "/proc/driver/nvidia/gpus/%s/information",
+		 busid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Device Minor: %d", &minor) == 1)
+			break;
+	fclose(f);
+	return minor;
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+	return strcmp(((const struct dt_gpu *)a)->busid,
+		      ((const struct dt_gpu *)b)->busid);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Cores and PUs that are allowed, and which NUMA nodes hold them. */
+static int load_cores(hwloc_topology_t topo, const char *alloc_cores,
+		      struct dt_machine *m, char *err, size_t errlen)
+{
+	hwloc_const_cpuset_t allowed = hw.topology_get_allowed_cpuset(topo);
+	int depth = hw.get_type_depth(topo, HWLOC_OBJ_CORE);
+	unsigned total, *alloc = NULL;
+	int nalloc = -1;
+
+	if (depth < 0)	/* no core level: treat each PU as a core */
+		depth = hw.get_type_depth(topo, HWLOC_OBJ_PU);
+	total = hw.get_nbobjs_by_depth(topo, depth);
+	if (alloc_cores && *alloc_cores)
+		nalloc = dt_intlist_parse(alloc_cores, 1u << 20, &alloc);
+	/* Slurm's list only counts when it describes this machine. */
+	for (int i = 0; i < nalloc; i++)
+		if (alloc[i] >= total)
+			nalloc = -1;
+
+	m->cores = calloc(total ? total : 1, sizeof(*m->cores));
+	m->pus = calloc(hw.get_nbobjs_by_depth(topo, hw.get_type_depth(
+				topo, HWLOC_OBJ_PU)) + 1, sizeof(*m->pus));
+	m->numas = calloc(total ? total : 1, sizeof(*m->numas));
+	if (!m->cores || !m->pus || !m->numas)
+		goto nomem;
+	for (unsigned c = 0; c < total; c++) {
+		hwloc_obj_t core = hw.get_obj_by_depth(topo, depth, c);
+		struct dt_core *dc = &m->cores[m->ncores];
+		bool mine = nalloc < 0;
+		int pu;
+
+		for (int i = 0; i < nalloc && !mine; i++)
+			mine = alloc[i] == c;
+		if (!mine || !core->cpuset)
+			continue;
+		dc->first_pu = m->npus;
+		for (pu = hw.bitmap_first(core->cpuset); pu >= 0;
+		     pu = hw.bitmap_next(core->cpuset, pu))
+			if (hw.bitmap_isset(allowed, (unsigned)pu))
+				m->pus[m->npus++] = (unsigned)pu;
+		dc->npus = m->npus - dc->first_pu;
+		if (!dc->npus)
+			continue;
+		dc->numa = core->nodeset ? hw.bitmap_first(core->nodeset) : -1;
+		m->ncores++;
+		if (dc->numa >= 0) {
+			bool seen = false;
+
+			for (unsigned i = 0; i < m->nnumas; i++)
+				seen = seen || m->numas[i] == dc->numa;
+			if (!seen)
+				m->numas[m->nnumas++] = dc->numa;
+		}
+	}
+	qsort(m->numas, m->nnumas, sizeof(*m->numas), cmp_int);
+	free(alloc);
+	return 0;
+nomem:
+	free(alloc);
+	dt_errf(err, errlen, "out of memory");
+	return -1;
+}
+
+/* NVIDIA GPUs and network devices, with the PCI hops between them. */
+static int load_devices(hwloc_topology_t topo, bool this_node,
+			struct dt_machine *m, char *err, size_t errlen)
+{
+	int pdepth = hw.get_type_depth(topo, HWLOC_OBJ_PCI_DEVICE);
+	int odepth = hw.get_type_depth(topo, HWLOC_OBJ_OS_DEVICE);
+	unsigned npci = hw.get_nbobjs_by_depth(topo, pdepth);
+	unsigned nos = hw.get_nbobjs_by_depth(topo, odepth);
+	hwloc_obj_t *gpu_objs = NULL, *nic_objs = NULL;
+	int rc = -1;
+
+	m->gpus = calloc(npci + 1, sizeof(*m->gpus));
+	m->nics = calloc(npci + 1, sizeof(*m->nics));
+	gpu_objs = calloc(npci + 1, sizeof(*gpu_objs));
+	nic_objs = calloc(npci + 1, sizeof(*nic_objs));
+	if (!m->gpus || !m->nics || !gpu_objs || !nic_objs)
+		goto nomem;
+
+	for (unsigned i = 0; i < npci; i++) {
+		hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);
+		const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
+
+		/* NVIDIA, display class (VGA, 3D, other display). */
+		if (p->vendor_id != 0x10de || (p->class_id >> 8) != 0x03)
+			continue;
+		busid_of(o, m->gpus[m->ngpus].busid,
+			 sizeof(m->gpus[m->ngpus].busid));
+		m->gpus[m->ngpus].numa = numa_of(o);
+		m->gpus[m->ngpus].minor = this_node ?
+			nvidia_minor(m->gpus[m->ngpus].busid) : -1;
+		m->ngpus++;
+	}
+	qsort(m->gpus, m->ngpus, sizeof(*m->gpus), cmp_gpu);
+	for (unsigned g = 0; g < m->ngpus; g++) {
+		for (unsigned i = 0; i < npci; i++) {
+			hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);
+			char busid[16];
+
+			busid_of(o, busid, sizeof(busid));
+			if (!strcmp(busid, m->gpus[g].busid))
+				gpu_objs[g] = o;
+		}
+	}
+
+	/* A NIC is a PCI device with a network or RDMA OS device. */
+	for (unsigned i = 0; i < nos; i++) {
+		hwloc_obj_t o = hw.get_obj_by_depth(topo, odepth, i);
+		hwloc_obj_t pci = o->parent;
+		struct dt_nic *nic = NULL;
+		unsigned n;
+
+		if ((o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK &&
+		     o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS) ||
+		    !pci || pci->type != HWLOC_OBJ_PCI_DEVICE || !o->name)
+			continue;
+		for (n = 0; n < m->nnics; n++)
+			if (nic_objs[n] == pci)
+				nic = &m->nics[n];
+		if (!nic) {
+			nic_objs[m->nnics] = pci;
+			nic = &m->nics[m->nnics++];
+			busid_of(pci, nic->busid, sizeof(nic->busid));
+			nic->numa = numa_of(pci);
+			nic->kind = DT_NIC_ETHERNET;
+			nic->port = 1;
+		}
+		if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+			/* RDMA devices go by their HCA name ("mlx5_0"). */
+			nic->kind = DT_NIC_RDMA;
+			snprintf(nic->name, sizeof(nic->name), "%s", o->name);
+			nic->port = active_port(o);
+		} else if (!nic->netdev[0] || !strncmp(o->name, "ib", 2)) {
+			/* A VPI card has both: "ib0" names its RDMA port. */
+			snprintf(nic->netdev, sizeof(nic->netdev), "%s",
+				 o->name);
+		}
+	}
+	for (unsigned n = 0; n < m->nnics; n++)
+		if (m->nics[n].kind == DT_NIC_ETHERNET)
+			snprintf(m->nics[n].name, sizeof(m->nics[n].name), "%s",
+				 m->nics[n].netdev);
+	m->gpu_nic_hops = calloc((size_t)m->ngpus * m->nnics + 1,
+				 sizeof(*m->gpu_nic_hops));
+	if (!m->gpu_nic_hops)
+		goto nomem;
+	for (unsigned g = 0; g < m->ngpus; g++)
+		for (unsigned n = 0; n < m->nnics; n++)
+			m->gpu_nic_hops[g * m->nnics + n] =
+				hops(gpu_objs[g], nic_objs[n]);
+	rc = 0;
+	goto out;
+nomem:
+	dt_errf(err, errlen, "out of memory");
+out:
+	free(gpu_objs);
+	free(nic_objs);
+	return rc;
+}
+
+int dt_machine_load(const char *xml, const char *alloc_cores,
+		    struct dt_machine *out, char *err, size_t errlen)
+{
+	hwloc_topology_t topo;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (load_hwloc(err, errlen) < 0)
+		return -1;
+	if (hw.topology_init(&topo) < 0) {
+		dt_errf(err, errlen, "hwloc cannot start");
+		return -1;
+	}
+	/* GPUs and NICs are I/O devices: hwloc skips those by default. */
+	hw.topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	if (xml && hw.topology_set_xml(topo, xml) < 0) {
+		dt_errf(err, errlen, "cannot read the topology file %s", xml);
+		goto out;
+	}
+	if (hw.topology_load(topo) < 0) {
+		dt_errf(err, errlen, "hwloc cannot discover this node's "
+			"topology");
+		goto out;
+	}
+	if (load_cores(topo, alloc_cores, out, err, errlen) < 0 ||
+	    load_devices(topo, xml == NULL, out, err, errlen) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc < 0)
+		dt_machine_free(out);
+	hw.topology_destroy(topo);
+	return rc;
+}
+
+#else /* !HAVE_HWLOC */
+
+int dt_machine_load(const char *xml, const char *alloc_cores,
+		    struct dt_machine *out, char *err, size_t errlen)
+{
+	(void)xml, (void)alloc_cores;
+	memset(out, 0, sizeof(*out));
+	dt_errf(err, errlen, "this dist-train was built without hwloc (its "
+		"headers were missing): binding is unavailable");
+	return -1;
+}
+
+#endif

@@ -1,0 +1,194 @@
+#include "config.h"
+
+#include "topology.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dt_machine_free(struct dt_machine *m)
+{
+	if (!m)
+		return;
+	free(m->cores);
+	free(m->pus);
+	free(m->numas);
+	free(m->gpus);
+	free(m->nics);
+	free(m->gpu_nic_hops);
+	memset(m, 0, sizeof(*m));
+}
+
+static int cmp_unsigned(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+size_t dt_cpulist_format(const unsigned *cpus, unsigned n, char *buf,
+			 size_t len)
+{
+	unsigned *sorted = n ? malloc(n * sizeof(*sorted)) : NULL;
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (n && !sorted)
+		return 0;
+	if (n)
+		memcpy(sorted, cpus, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_unsigned);
+	for (unsigned i = 0; i < n;) {
+		unsigned j = i;
+		int w;
+
+		while (j + 1 < n && sorted[j + 1] <= sorted[j] + 1)
+			j++;
+		if (sorted[j] == sorted[i])
+			w = snprintf(buf + (used < len ? used : len),
+				     used < len ? len - used : 0, "%s%u",
+				     used ? "," : "", sorted[i]);
+		else
+			w = snprintf(buf + (used < len ? used : len),
+				     used < len ? len - used : 0, "%s%u-%u",
+				     used ? "," : "", sorted[i], sorted[j]);
+		if (w > 0)
+			used += (size_t)w;
+		i = j + 1;
+	}
+	free(sorted);
+	return used;
+}
+
+int dt_intlist_parse(const char *text, unsigned max, unsigned **out)
+{
+	unsigned *list = NULL;
+	size_t n = 0, cap = 0;
+	const char *p = text;
+
+	*out = NULL;
+	if (!text || !*text)
+		return -1;
+	for (;;) {
+		unsigned long lo, hi;
+		char *end;
+
+		if (*p < '0' || *p > '9')
+			goto bad;
+		lo = strtoul(p, &end, 10);
+		hi = lo;
+		p = end;
+		if (*p == '-') {
+			p++;
+			if (*p < '0' || *p > '9')
+				goto bad;
+			hi = strtoul(p, &end, 10);
+			p = end;
+		}
+		if (lo > hi || hi > max)
+			goto bad;
+		for (unsigned long v = lo; v <= hi; v++) {
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 8;
+				unsigned *nl = realloc(list, ncap * sizeof(*nl));
+
+				if (!nl)
+					goto bad;
+				list = nl;
+				cap = ncap;
+			}
+			list[n++] = (unsigned)v;
+		}
+		if (!*p)
+			break;
+		if (*p++ != ',')
+			goto bad;
+	}
+	*out = list;
+	return (int)n;
+bad:
+	free(list);
+	return -1;
+}
+
+/* Index in M->gpus of the GPU with device minor MINOR, or -1. */
+static int gpu_by_minor(const struct dt_machine *m, unsigned minor)
+{
+	bool known = false;
+
+	for (unsigned g = 0; g < m->ngpus; g++) {
+		if (m->gpus[g].minor >= 0)
+			known = true;
+		if (m->gpus[g].minor == (int)minor)
+			return (int)g;
+	}
+	/* Without the driver's word, minors follow the bus order. */
+	return !known && minor < m->ngpus ? (int)minor : -1;
+}
+
+int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
+		 const char *job_gpus, const char *cuda_visible,
+		 unsigned **out, char *err, size_t errlen)
+{
+	const char *name, *text;
+	unsigned *ids = NULL;
+	bool minors = true;
+	int n;
+
+	*out = NULL;
+	if (step_gpus && *step_gpus) {
+		name = "SLURM_STEP_GPUS";
+		text = step_gpus;
+	} else if (job_gpus && *job_gpus) {
+		name = "SLURM_JOB_GPUS";
+		text = job_gpus;
+	} else if (cuda_visible && *cuda_visible) {
+		name = "CUDA_VISIBLE_DEVICES";
+		text = cuda_visible;
+		minors = false;
+	} else {
+		ids = malloc((m->ngpus ? m->ngpus : 1) * sizeof(*ids));
+		if (!ids) {
+			dt_errf(err, errlen, "out of memory");
+			return -1;
+		}
+		for (unsigned g = 0; g < m->ngpus; g++)
+			ids[g] = g;
+		*out = ids;
+		return (int)m->ngpus;
+	}
+
+	n = dt_intlist_parse(text, 1u << 20, &ids);
+	if (n < 0) {
+		dt_errf(err, errlen, "%s='%s' is not a list of GPU numbers "
+			"(UUIDs and MIG devices cannot be placed)", name, text);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		int g = minors ? gpu_by_minor(m, ids[i]) :
+			ids[i] < m->ngpus ? (int)ids[i] : -1;
+
+		if (g < 0) {
+			dt_errf(err, errlen, "%s='%s' names GPU %u, but this "
+				"node has %u NVIDIA GPU%s", name, text, ids[i],
+				m->ngpus, m->ngpus == 1 ? "" : "s");
+			free(ids);
+			return -1;
+		}
+		ids[i] = (unsigned)g;
+	}
+	/* Bus order, like CUDA's ordinals with CUDA_DEVICE_ORDER=PCI_BUS_ID. */
+	qsort(ids, (size_t)n, sizeof(*ids), cmp_unsigned);
+	for (int i = 1; i < n; i++) {
+		if (ids[i] == ids[i - 1]) {
+			dt_errf(err, errlen, "%s='%s' names a GPU twice", name,
+				text);
+			free(ids);
+			return -1;
+		}
+	}
+	*out = ids;
+	return n;
+}
