@@ -4,14 +4,18 @@
 #include <string.h>
 
 #include "unit.h"
+#include "../../common/binding.h"
 #include "../../common/settings.h"
 
 #define USER_VALID \
 	"on, off, verbose[=yes|no], nccl[=yes|no], check[=yes|no], " \
-	"pmix[=yes|no], timeout=SECONDS"
+	"pmix[=yes|no], timeout=SECONDS, bind=gpu|numa|off, " \
+	"visible-gpus=all|own, share-gpus[=yes|no]"
 #define SITE_VALID \
 	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
-	"timeout=SECONDS, default=on|off, port-range=LOW-HIGH, helper=PATH"
+	"timeout=SECONDS, bind=gpu|numa|off, visible-gpus=all|own, " \
+	"share-gpus[=yes|no], default=on|off, port-range=LOW-HIGH, " \
+	"helper=PATH, topology=FILE"
 
 static void test_defaults(void)
 {
@@ -27,7 +31,11 @@ static void test_defaults(void)
 	CU_ASSERT_FALSE(c.nccl || c.check);
 	CU_ASSERT_EQUAL(c.timeout, 300);
 	CU_ASSERT_STRING_EQUAL(c.helper, DT_HELPER_DEFAULT);
+	CU_ASSERT_EQUAL(c.bind, DT_BIND_GPU);
+	CU_ASSERT_FALSE(c.own_gpu_only || c.share_gpus);
+	CU_ASSERT_STRING_EQUAL(c.topology, "");
 }
+
 
 static void test_bare_option_enables(void)
 {
@@ -67,7 +75,7 @@ static void test_user_settings(void)
 
 static const char *option_error(const char *arg)
 {
-	static char err[256];
+	static char err[640];
 	struct dt_config c;
 
 	dt_config_init(&c);
@@ -134,7 +142,7 @@ static void test_site_arguments(void)
 
 static const char *site_error(char *arg)
 {
-	static char err[256];
+	static char err[640];
 	struct dt_config c;
 
 	dt_config_init(&c);
@@ -179,6 +187,33 @@ static void test_site_errors(void)
 			       "accepted");
 }
 
+static void test_binding_settings(void)
+{
+	char *site[] = { "bind=numa", "topology=/etc/slurm/node.xml" };
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 2, site, NULL, 0), 0);
+	CU_ASSERT_EQUAL(c.bind, DT_BIND_NUMA);
+	CU_ASSERT_STRING_EQUAL(c.topology, "/etc/slurm/node.xml");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "bind=gpu,visible-gpus=own,"
+					       "share-gpus", NULL, 0), 0);
+	CU_ASSERT_EQUAL(c.bind, DT_BIND_GPU);
+	CU_ASSERT_TRUE(c.own_gpu_only && c.share_gpus);
+	CU_ASSERT_STRING_EQUAL(option_error("bind=cores"),
+			       "bad value 'cores' for 'bind': expected gpu, "
+			       "numa or off");
+	CU_ASSERT_STRING_EQUAL(option_error("visible-gpus=mine"),
+			       "bad value 'mine' for 'visible-gpus': expected "
+			       "all or own");
+	CU_ASSERT_STRING_EQUAL(option_error("topology=/tmp/x.xml"),
+			       "unknown setting 'topology=/tmp/x.xml'; valid: "
+			       USER_VALID);
+	CU_ASSERT_STRING_EQUAL(site_error("topology=node.xml"),
+			       "bad value 'node.xml' for 'topology': expected "
+			       "an absolute path");
+}
+
 static void test_helper_settings(void)
 {
 	char *argv[] = { "helper=/opt/dist-train/bin/dist-train",
@@ -207,12 +242,15 @@ static void test_format_round_trip(void)
 					       "timeout=42", NULL, 0), 0);
 	dt_config_format_settings(&a, text, sizeof(text));
 	CU_ASSERT_STRING_EQUAL(text, "on,verbose=yes,pmix=no,nccl=yes,"
-			       "check=no,timeout=42");
+			       "check=no,timeout=42,bind=gpu,visible-gpus=all,"
+			       "share-gpus=no");
 	dt_config_init(&b);
 	CU_ASSERT_EQUAL(dt_config_parse_option(&b, text, NULL, 0), 0);
 	CU_ASSERT_TRUE(a.enabled == b.enabled && a.verbose == b.verbose &&
 		       a.use_pmix == b.use_pmix && a.nccl == b.nccl &&
-		       a.check == b.check && a.timeout == b.timeout);
+		       a.check == b.check && a.timeout == b.timeout &&
+		       a.bind == b.bind && a.own_gpu_only == b.own_gpu_only &&
+		       a.share_gpus == b.share_gpus);
 }
 
 static const struct unit_test tests[] = {
@@ -223,6 +261,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_site_arguments),
 	UNIT_TEST(test_site_errors),
 	UNIT_TEST(test_helper_settings),
+	UNIT_TEST(test_binding_settings),
 	UNIT_TEST(test_format_round_trip),
 };
 

@@ -1,0 +1,401 @@
+/*
+ * The binding plan on hwloc XML topologies of real machines
+ * (tests/topologies/, read through common/hwloc_machine.c).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "unit.h"
+#include "../../common/binding.h"
+#include "../../common/envp.h"
+#include "../../common/hwloc_machine.h"
+#include "../../common/train_env.h"
+
+#define XML(name) DT_TOPOLOGIES "/" name
+#define TWO_SOCKETS_3_GPUS XML("32em64t-2n8c2t-pci-normalio.xml")
+#define VPI_3_GPUS XML("24em64t-2n6c2t-pci.xml")
+#define FOUR_NUMA_NO_GPU XML("96em64t-4n4d3ca2co-pci.xml")
+#define POWER8_4_GPUS XML("power8gpudistances.xml")
+
+static struct dt_machine load(const char *xml, const char *alloc_cores)
+{
+	struct dt_machine m;
+	char err[256] = "";
+
+	if (dt_machine_load(xml, alloc_cores, &m, err, sizeof(err)) < 0)
+		fprintf(stderr, "cannot load %s: %s\n", xml, err);
+	CU_ASSERT_FATAL(err[0] == '\0');
+	return m;
+}
+
+/* Plan NTASKS on M with the GPUs of the step given as indexes. */
+static int plan(const struct dt_machine *m, unsigned ntasks,
+		enum dt_bind_mode mode, bool share, const char *gpus,
+		struct dt_plan *out, char *err, size_t errlen)
+{
+	struct dt_plan_request req;
+	unsigned *ids = NULL;
+	int n = dt_step_gpus(m, NULL, NULL, gpus, &ids, err, errlen), rc;
+
+	CU_ASSERT_FATAL(n >= 0);
+	memset(&req, 0, sizeof(req));
+	req.machine = m;
+	req.ntasks = ntasks;
+	req.mode = mode;
+	req.share_gpus = share;
+	req.gpus = ids;
+	req.ngpus = (unsigned)n;
+	rc = dt_plan_compute(&req, out, err, errlen);
+	free(ids);
+	return rc;
+}
+
+static const char *cpus(const struct dt_task_plan *t)
+{
+	static char buf[8][256];
+	static int next;
+	char *b = buf[next++ % 8];
+
+	dt_cpulist_format(t->cpus, t->ncpus, b, 256);
+	return b;
+}
+
+static void test_machine_description(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	int mlx = -1;
+
+	CU_ASSERT_EQUAL(m.ncores, 16);
+	CU_ASSERT_EQUAL(m.npus, 32);
+	CU_ASSERT_EQUAL(m.nnumas, 2);
+	/* NVIDIA's display-class devices, by bus id; the AMD one is not. */
+	CU_ASSERT_EQUAL_FATAL(m.ngpus, 3);
+	CU_ASSERT_STRING_EQUAL(m.gpus[0].busid, "0000:03:00.0");
+	CU_ASSERT_EQUAL(m.gpus[0].numa, 0);
+	/* Found by PCI identity with or without a CUDA OS device. */
+	CU_ASSERT_STRING_EQUAL(m.gpus[1].busid, "0000:83:00.0");
+	CU_ASSERT_STRING_EQUAL(m.gpus[2].busid, "0000:84:00.0");
+	CU_ASSERT_EQUAL(m.gpus[1].numa, 1);
+	CU_ASSERT_EQUAL(m.gpus[2].minor, -1);	/* XML: no driver to ask */
+	for (unsigned n = 0; n < m.nnics; n++)
+		if (!strcmp(m.nics[n].name, "mlx5_0"))
+			mlx = (int)n;
+	CU_ASSERT_FATAL(mlx >= 0);
+	CU_ASSERT_EQUAL(m.nics[mlx].kind, DT_NIC_RDMA);
+	CU_ASSERT_STRING_EQUAL(m.nics[mlx].netdev, "ib0");
+	CU_ASSERT_EQUAL(m.nics[mlx].port, 1);
+	CU_ASSERT_EQUAL(m.nics[mlx].numa, 1);
+	dt_machine_free(&m);
+}
+
+/* One task per GPU: its NUMA node's cores, split where shared. */
+static void test_gpus_on_both_numa_nodes(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	struct dt_plan p;
+
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.mode, DT_BIND_GPU);
+	CU_ASSERT_EQUAL(p.tasks[0].gpu, 0);
+	CU_ASSERT_EQUAL(p.tasks[0].numa, 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-7,16-23");
+	CU_ASSERT_EQUAL(p.tasks[0].ncores, 8);
+	CU_ASSERT_EQUAL(p.tasks[1].gpu_ordinal, 1);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, 1);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "8-11,24-27");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[2]), "12-15,28-31");
+	for (unsigned r = 0; r < 3; r++) {
+		CU_ASSERT_FALSE(p.tasks[r].shares_cores);
+		/* RDMA before Ethernet. */
+		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[r].nic].name, "mlx5_0");
+	}
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+static void test_more_tasks_than_gpus(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	struct dt_plan p;
+	char err[512];
+
+	CU_ASSERT_EQUAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, err,
+			     sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "4 tasks on this node but 3 GPUs for the "
+			       "step: run at most 3 tasks per node "
+			       "(--ntasks-per-node=3), or let tasks share "
+			       "GPUs with --dist-train=share-gpus");
+	/* Shared: task 3 joins GPU 0 and halves NUMA node 0's cores. */
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, true, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.tasks[3].gpu, 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-3,16-19");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[3]), "4-7,20-23");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "8-11,24-27");
+	dt_plan_free(&p);
+
+	/* Twice too many: NUMA node 1 holds 4 tasks, 2 cores each. */
+	CU_ASSERT_FATAL(plan(&m, 6, DT_BIND_GPU, true, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "8-9,24-25");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[2]), "10-11,26-27");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[4]), "12-13,28-29");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[5]), "14-15,30-31");
+	CU_ASSERT_EQUAL(p.tasks[5].gpu, 2);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+/* Only the step's cores count (S_STEP_ALLOC_CORES). */
+static void test_restricted_cores(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, "0-1,8-9");
+	struct dt_plan p;
+
+	CU_ASSERT_EQUAL(m.ncores, 4);
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-1,16-17");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "8,24");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[2]), "9,25");
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+
+	/* No core near GPUs 1 and 2: the node is one domain for all. */
+	m = load(TWO_SOCKETS_3_GPUS, "0-3");
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, -1);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-1,16-17");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "2,18");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[2]), "3,19");
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+
+	/* A list that does not describe this machine is not used. */
+	m = load(TWO_SOCKETS_3_GPUS, "0-99");
+	CU_ASSERT_EQUAL(m.ncores, 16);
+	dt_machine_free(&m);
+}
+
+static void test_step_gpu_subset(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	struct dt_plan p;
+	unsigned *ids;
+	char err[256];
+
+	/* SLURM_STEP_GPUS holds device minors; in XML: bus order. */
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "1,2", "0-2", NULL, &ids, err,
+				     sizeof(err)), 2);
+	CU_ASSERT_EQUAL(ids[0], 1);
+	free(ids);
+	CU_ASSERT_FATAL(plan(&m, 2, DT_BIND_GPU, false, "1-2", &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.tasks[0].gpu, 1);
+	CU_ASSERT_EQUAL(p.tasks[0].gpu_ordinal, 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "8-11,24-27");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "12-15,28-31");
+	dt_plan_free(&p);
+
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "7", NULL, NULL, &ids, err,
+				     sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_GPUS='7' names GPU 7, but "
+			       "this node has 3 NVIDIA GPUs");
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "GPU-8d2c5f3a", &ids,
+				     err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "CUDA_VISIBLE_DEVICES='GPU-8d2c5f3a' is "
+			       "not a list of GPU numbers (UUIDs and MIG "
+			       "devices cannot be placed)");
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "1,1", NULL, NULL, &ids, err,
+				     sizeof(err)), -1);
+	dt_machine_free(&m);
+}
+
+static void test_power8_with_cuda_and_nvml_devices(void)
+{
+	struct dt_machine m = load(POWER8_4_GPUS, NULL);
+	struct dt_plan p;
+
+	CU_ASSERT_EQUAL(m.ngpus, 4);
+	CU_ASSERT_EQUAL(m.nnics, 0);
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.tasks[0].numa, 0);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, 0);
+	CU_ASSERT_EQUAL(p.tasks[2].numa, 1);
+	CU_ASSERT_EQUAL(p.tasks[3].numa, 1);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-1,8-9");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[3]), "96-97,104-105");
+	CU_ASSERT_EQUAL(p.tasks[0].nic, -1);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+/* Without GPUs, tasks spread evenly over the NUMA nodes. */
+static void test_node_without_gpus(void)
+{
+	struct dt_machine m = load(FOUR_NUMA_NO_GPU, NULL);
+	struct dt_plan p;
+
+	CU_ASSERT_EQUAL(m.ngpus, 0);
+	CU_ASSERT_EQUAL(m.nnumas, 4);
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.mode, DT_BIND_NUMA);
+	for (unsigned r = 0; r < 4; r++) {
+		CU_ASSERT_EQUAL(p.tasks[r].numa, (int)r);
+		CU_ASSERT_EQUAL(p.tasks[r].gpu, -1);
+		CU_ASSERT_EQUAL(p.tasks[r].ncores, 24);
+		/* The NIC nearest to its NUMA node, when it has one. */
+		if (p.tasks[r].nic >= 0 && m.nics[p.tasks[r].nic].numa >= 0)
+			CU_ASSERT_EQUAL(m.nics[p.tasks[r].nic].numa, (int)r);
+	}
+	dt_plan_free(&p);
+	CU_ASSERT_FATAL(plan(&m, 8, DT_BIND_NUMA, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, 0);
+	CU_ASSERT_EQUAL(p.tasks[2].numa, 1);
+	CU_ASSERT_EQUAL(p.tasks[0].ncores, 12);
+	CU_ASSERT_EQUAL(p.tasks[0].cpus[0] != p.tasks[1].cpus[0], 1);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+static void test_vpi_card(void)
+{
+	struct dt_machine m = load(VPI_3_GPUS, NULL);
+	struct dt_plan p;
+
+	/* 3D-class NVIDIA devices without any GPU OS device still count. */
+	CU_ASSERT_EQUAL(m.ngpus, 3);
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[0].nic].name, "mlx4_0");
+	CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[0].nic].netdev, "ib0");
+	/* Hardware threads stay with their core. */
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "1,3,5,13,15,17");
+	CU_ASSERT_EQUAL(p.tasks[1].ncores, 3);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+static void test_more_tasks_than_cores(void)
+{
+	struct dt_machine m = load(POWER8_4_GPUS, "0-1");
+	struct dt_plan p;
+
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_NUMA, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_TRUE(p.tasks[0].shares_cores);
+	CU_ASSERT_EQUAL(p.tasks[2].cpus[0], p.tasks[0].cpus[0]);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+static struct dt_env bind_env(const struct dt_machine *m,
+			      const struct dt_plan *p, unsigned rank, bool own,
+			      char **envp)
+{
+	struct dt_bind_env_request req;
+	struct dt_env env = { 0 };
+
+	memset(&req, 0, sizeof(req));
+	req.machine = m;
+	req.plan = p;
+	req.local_rank = rank;
+	req.cpus_bound = true;
+	req.own_gpu_only = own;
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	CU_ASSERT_EQUAL(dt_binding_env(&req, &env, NULL, 0), 0);
+	return env;
+}
+
+static void test_environment(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	char *none[] = { NULL };
+	char *slurm[] = { "CUDA_VISIBLE_DEVICES=4,6", "OMP_NUM_THREADS=2",
+			  "UCX_NET_DEVICES=mlx5_1:1", NULL };
+	struct dt_plan p;
+	struct dt_env env;
+
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	env = bind_env(&m, &p, 2, false, none);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_BIND"), "gpu");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "CUDA_DEVICE_ORDER"),
+			       "PCI_BUS_ID");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU"),
+			       "0000:84:00.0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "2");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NUMA"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_CPUS"),
+			       "12-15,28-31");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "OMP_NUM_THREADS"), "4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NIC"), "mlx5_0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NIC_NETDEV"), "ib0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "UCX_NET_DEVICES"), "mlx5_0:1");
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "CUDA_VISIBLE_DEVICES"));
+	dt_env_free(&env);
+
+	/* Each task its own GPU: the entry of Slurm's list for it. */
+	env = bind_env(&m, &p, 1, true, slurm);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "CUDA_VISIBLE_DEVICES"), "6");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "0");
+	/* The user's choices stay. */
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "OMP_NUM_THREADS"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "UCX_NET_DEVICES"));
+	dt_env_free(&env);
+	env = bind_env(&m, &p, 1, true, none);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "CUDA_VISIBLE_DEVICES"), "1");
+	dt_env_free(&env);
+	dt_plan_free(&p);
+
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_OFF, false, NULL, &p, NULL, 0)
+			== 0);
+	env = bind_env(&m, &p, 0, false, none);
+	CU_ASSERT_EQUAL(env.count, 1);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_BIND"), "off");
+	CU_ASSERT_EQUAL(p.tasks[0].ncpus, 0);
+	dt_env_free(&env);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+static void test_lists(void)
+{
+	unsigned cpus[] = { 9, 0, 1, 2, 3, 8, 12 }, *ids;
+	char buf[64];
+
+	dt_cpulist_format(cpus, 7, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "0-3,8-9,12");
+	CU_ASSERT_EQUAL(dt_cpulist_format(cpus, 7, buf, 4), 10);
+	CU_ASSERT_EQUAL(dt_intlist_parse("0,2-4", 10, &ids), 4);
+	CU_ASSERT_EQUAL(ids[3], 4);
+	free(ids);
+	CU_ASSERT_EQUAL(dt_intlist_parse("3-1", 10, &ids), -1);
+	CU_ASSERT_EQUAL(dt_intlist_parse("1,", 10, &ids), -1);
+	CU_ASSERT_EQUAL(dt_intlist_parse("11", 10, &ids), -1);
+	CU_ASSERT_EQUAL(dt_intlist_parse("", 10, &ids), -1);
+	CU_ASSERT_EQUAL(dt_intlist_parse("a", 10, &ids), -1);
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_machine_description),
+	UNIT_TEST(test_gpus_on_both_numa_nodes),
+	UNIT_TEST(test_more_tasks_than_gpus),
+	UNIT_TEST(test_restricted_cores),
+	UNIT_TEST(test_step_gpu_subset),
+	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
+	UNIT_TEST(test_node_without_gpus),
+	UNIT_TEST(test_vpi_card),
+	UNIT_TEST(test_more_tasks_than_cores),
+	UNIT_TEST(test_environment),
+	UNIT_TEST(test_lists),
+};
+
+UNIT_MAIN("binding", tests)
