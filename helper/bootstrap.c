@@ -33,7 +33,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		{ "result-fd", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char err[256], word[64];
+	char err[640], word[64];
 	char *words[1] = { word };
 	int c;
 
@@ -448,7 +448,7 @@ done:
 	return rc;
 }
 
-void bootstrap_describe(const struct dt_env *env)
+void bootstrap_describe(const struct dt_env *env, const char *notes)
 {
 	size_t len = dt_env_describe(env, NULL, 0) + 1;
 	char *line = malloc(len);
@@ -459,7 +459,7 @@ void bootstrap_describe(const struct dt_env *env)
 		return;
 	gethostname(host, sizeof(host) - 1);
 	dt_env_describe(env, line, len);
-	fprintf(stderr, DT_NAME ": rank %s on %s: %s\n", rank ? rank : "?",
-		host, line);
+	fprintf(stderr, DT_NAME ": rank %s on %s: %s%s%s\n", rank ? rank : "?",
+		host, line, notes[0] ? " | " : "", notes);
 	free(line);
 }

@@ -28,7 +28,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
  */
 int bootstrap(const struct dt_config *cfg, struct dt_env *out);
 
-/* The verbose line for this task on stderr. */
-void bootstrap_describe(const struct dt_env *env);
+/* The verbose line for this task on stderr, with NOTES if any. */
+void bootstrap_describe(const struct dt_env *env, const char *notes);
 
 #endif

@@ -50,7 +50,7 @@ int cmd_env(int argc, char **argv)
 		}
 	}
 	if (cfg.verbose)
-		bootstrap_describe(&env);
+		bootstrap_describe(&env, "");
 	if (fflush(stdout) == EOF)
 		rc = 1;
 out:

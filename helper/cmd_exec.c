@@ -1,7 +1,7 @@
 /*
  * dist-train exec [-s SETTINGS] [--] PROGRAM [ARGS...]: the plugin's work
  * without the plugin. Under `srun --mpi=pmix` (or plain srun), each task
- * bootstraps, sets its environment, then becomes PROGRAM.
+ * bootstraps, binds itself, sets its environment, then becomes PROGRAM.
  */
 #include "config.h"
 
@@ -12,11 +12,23 @@
 
 #include "bootstrap.h"
 #include "commands.h"
+#include "../common/bind_apply.h"
+#include "../common/binding.h"
+#include "../common/hwloc_machine.h"
+
+static const char *process_getenv(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
 
 int cmd_exec(int argc, char **argv)
 {
 	struct dt_config cfg;
 	struct dt_env env = { 0 };
+	struct dt_machine machine;
+	char why[256] = "", notes[512] = "", err[512];
+	bool have_machine;
 	int fd, next, rc;
 
 	rc = bootstrap_options(argc, argv, &cfg, &fd, &next);
@@ -32,6 +44,20 @@ int cmd_exec(int argc, char **argv)
 	rc = bootstrap(&cfg, &env);
 	if (rc)
 		goto out;
+	/* This task alone: its topology is read here, for it. */
+	have_machine = cfg.bind != DT_BIND_OFF &&
+		       dt_machine_load(cfg.topology[0] ? cfg.topology : NULL,
+				       NULL, &machine, why, sizeof(why)) == 0;
+	rc = dt_bind_task(have_machine ? &machine : NULL, why, &cfg,
+			  process_getenv, NULL, &env, notes, sizeof(notes),
+			  err, sizeof(err));
+	if (have_machine)
+		dt_machine_free(&machine);
+	if (rc < 0) {
+		helper_error("%s", err);
+		rc = 1;
+		goto out;
+	}
 	for (size_t i = 0; i < env.count; i++) {
 		const struct dt_env_entry *e = &env.entries[i];
 
@@ -42,7 +68,7 @@ int cmd_exec(int argc, char **argv)
 				     strerror(errno));
 	}
 	if (cfg.verbose)
-		bootstrap_describe(&env);
+		bootstrap_describe(&env, notes);
 	dt_env_free(&env);
 	execvp(argv[next], argv + next);
 	helper_error("cannot run %s: %s", argv[next], strerror(errno));

@@ -20,6 +20,8 @@ static const struct command commands[] = {
 	  "set up this task for distributed training, then run a program" },
 	{ "env", cmd_env,
 	  "set up this task, then print its environment as shell code" },
+	{ "plan", cmd_plan,
+	  "show the GPU, NUMA node, CPUs and NIC of each local rank" },
 	{ "hostnames", cmd_hostnames,
 	  "expand a Slurm host list, one host per line" },
 	{ "bootstrap", cmd_bootstrap,

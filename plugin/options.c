@@ -31,7 +31,7 @@ static int option_cb(int val, const char *optarg, int remote)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_config probe;
-	char err[256];
+	char err[640];
 
 	(void)val;
 	free(st->option_arg);

@@ -16,9 +16,10 @@
 
 #include <slurm/spank.h>
 
-#include "../common/settings.h"
 #include "../common/layout.h"
 #include "../common/port.h"
+#include "../common/settings.h"
+#include "../common/topology.h"
 
 #define DT_NAME "dist-train"
 
@@ -30,7 +31,7 @@ struct plugin_state {
 	/* slurm_spank_init: plugstack.conf arguments. */
 	struct dt_config site;
 	bool site_ok;
-	char site_error[256];
+	char site_error[640];
 
 	/* Option callbacks: the last --dist-train value seen. */
 	bool option_seen;
@@ -49,6 +50,10 @@ struct plugin_state {
 	uint32_t job_id;
 	uint32_t step_id;
 	uint32_t cpus_per_task;
+	/* The node's topology for binding, loaded once for its tasks. */
+	bool have_machine;
+	struct dt_machine machine;
+	char machine_error[300];	/* why there is none */
 };
 
 struct plugin_state *plugin_state(void);
@@ -67,9 +72,10 @@ void slurmstepd_exit(void);
 /* task.c */
 int task_init(spank_t sp);
 
+struct dt_env;
+
 /* helper.c: run `dist-train bootstrap`; 0, or -1 (ERR may be empty when
  * the helper already told the user). */
-struct dt_env;
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     struct dt_env *out, char *err, size_t errlen);
 

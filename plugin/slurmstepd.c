@@ -16,11 +16,42 @@
 #include <slurm/slurm.h>
 
 #include "plugin.h"
+#include "../common/binding.h"
 #include "../common/envp.h"
+#include "../common/hwloc_machine.h"
 
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
 	return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/*
+ * The node's topology, once for all its tasks (I/O discovery is slow).
+ * Without it the step runs unbound, and verbose mode says why.
+ */
+static void load_machine(spank_t sp, struct plugin_state *st)
+{
+	char *alloc_cores = NULL, err[256];
+
+	st->have_machine = false;
+	if (st->step.bind == DT_BIND_OFF)
+		return;
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &alloc_cores) !=
+	    ESPANK_SUCCESS)
+		alloc_cores = NULL;
+	if (dt_machine_load(st->step.topology[0] ? st->step.topology : NULL,
+			    alloc_cores, &st->machine, err, sizeof(err)) < 0) {
+		snprintf(st->machine_error, sizeof(st->machine_error),
+			 "not bound: %s", err);
+		dt_log_info("step %u.%u: %s", st->job_id, st->step_id,
+			    st->machine_error);
+		return;
+	}
+	dt_log_debug("step %u.%u: %u cores, %u GPUs, %u NICs (allocated "
+		     "cores %s)", st->job_id, st->step_id, st->machine.ncores,
+		     st->machine.ngpus, st->machine.nnics,
+		     alloc_cores ? alloc_cores : "unknown");
+	st->have_machine = true;
 }
 
 int slurmstepd_user_init(spank_t sp)
@@ -81,6 +112,7 @@ int slurmstepd_user_init(spank_t sp)
 			  st->job_id, st->step_id, st->step.port_lo,
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
 		goto fail;
+	load_machine(sp, st);
 	return 0;
 fail:
 	snprintf(st->node_error, sizeof(st->node_error), "%s", err);
@@ -93,6 +125,7 @@ void slurmstepd_exit(void)
 	struct plugin_state *st = plugin_state();
 
 	dt_layout_free(&st->layout);
+	dt_machine_free(&st->machine);
 	free(st->distribution);
 	st->distribution = NULL;
 }

@@ -14,7 +14,7 @@ int srun_post_opt(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	const char *port;
-	char err[256];
+	char err[640];
 
 	(void)sp;
 	st->step = st->site;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plugin.h"
+#include "../common/bind_apply.h"
 #include "../common/envp.h"
 #include "../common/train_env.h"
 
@@ -67,7 +68,8 @@ int task_init(spank_t sp)
 	struct plugin_state *st = plugin_state();
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
-	char step_id[32], err[sizeof(st->node_error)], *line = NULL;
+	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
+	char *line = NULL;
 	char **envp = NULL;
 	uint32_t rank;
 	int local_rank, rc = -1;
@@ -115,6 +117,14 @@ int task_init(spank_t sp)
 	if (dt_train_env(&req, &env, err, sizeof(err)) < 0)
 		goto fail;
 apply:
+	if (dt_bind_task(st->have_machine ? &st->machine : NULL,
+			 st->machine_error, &st->step, dt_envp_getenv, envp,
+			 &env, notes, sizeof(notes), err, sizeof(err)) < 0) {
+		/* Every task of the node would say the same: one does. */
+		if (local_rank == 0)
+			task_message("error: %s", err);
+		goto out;
+	}
 	if (apply(sp, &env) < 0)
 		goto out;
 
@@ -124,10 +134,10 @@ apply:
 		line = malloc(len);
 		if (line) {
 			dt_env_describe(&env, line, len);
-			task_message("rank %u on %s: %s", rank,
+			task_message("rank %u on %s: %s%s%s", rank,
 				     dt_envp_get(envp, "SLURMD_NODENAME") ?
 				     dt_envp_get(envp, "SLURMD_NODENAME") : "?",
-				     line);
+				     line, notes[0] ? " | " : "", notes);
 		}
 	}
 	rc = 0;
