@@ -6,8 +6,9 @@
 # For each variant it measures, REPETITIONS times, the time from starting
 # srun to the moment the last of the step's 8 tasks starts its program
 # (each task prints a timestamp first thing), and prints the median and the
-# ratio against the plain srun it extends. It starts and stops its own
-# cluster (contrib/cluster/dt-cluster), like the integration tests.
+# ratio against what it extends: the environment alone against plain srun,
+# binding against the environment alone, the PMIx bootstrap against plain
+# srun --mpi=pmix. It starts and stops its own cluster.
 set -u
 reps=${1:-10}
 . "$(dirname "$0")/../integration/lib.sh"
@@ -34,6 +35,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : 
 declare -A result
 variants=(
 	"srun --mpi=none"
+	"srun --mpi=none --dist-train=bind=off"
 	"srun --mpi=none --dist-train"
 	"srun --mpi=pmix"
 	"srun --mpi=pmix --dist-train"
@@ -48,15 +50,16 @@ for v in "${variants[@]}"; do
 	result[$v]=$(printf '%s\n' "${times[@]}" | median)
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "x%.2f", a / b }'; }
+row() { # VARIANT [BASELINE]
+	printf '  %-40s %7ss  %s\n' "$1" "${result[$1]}" \
+		"${2:+$(ratio "${result[$1]}" "${result[$2]}") vs ${2#srun }}"
+}
 echo "Launch to the last task's program start, srun -N4 -n8 on the local cluster,"
 echo "median of $reps runs ($(nproc) cores, $(date -u +%Y-%m-%d)):"
-printf '  %-36s %7ss\n' "srun --mpi=none" "${result[srun --mpi=none]}"
-printf '  %-36s %7ss  x%s\n' "srun --mpi=none --dist-train" "${result[srun --mpi=none --dist-train]}" \
-	"$(ratio "${result[srun --mpi=none --dist-train]}" "${result[srun --mpi=none]}")"
-printf '  %-36s %7ss\n' "srun --mpi=pmix" "${result[srun --mpi=pmix]}"
-printf '  %-36s %7ss  x%s\n' "srun --mpi=pmix --dist-train" "${result[srun --mpi=pmix --dist-train]}" \
-	"$(ratio "${result[srun --mpi=pmix --dist-train]}" "${result[srun --mpi=pmix]}")"
-printf '  %-36s %7ss  x%s\n' "srun --mpi=pmix --dist-train=check" "${result[srun --mpi=pmix --dist-train=check]}" \
-	"$(ratio "${result[srun --mpi=pmix --dist-train=check]}" "${result[srun --mpi=pmix]}")"
-echo "(ratios against the plain srun with the same --mpi)"
+row "srun --mpi=none"
+row "srun --mpi=none --dist-train=bind=off" "srun --mpi=none"
+row "srun --mpi=none --dist-train" "srun --mpi=none --dist-train=bind=off"
+row "srun --mpi=pmix"
+row "srun --mpi=pmix --dist-train" "srun --mpi=pmix"
+row "srun --mpi=pmix --dist-train=check" "srun --mpi=pmix"

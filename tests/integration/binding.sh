@@ -1,0 +1,115 @@
+#!/bin/bash
+# Binding on the real cluster: each task's actual CPU affinity is what
+# `dist-train plan` promises, memory is bound, and whatever the user asked
+# of Slurm (--cpu-bind, bind=off) is left alone.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 17
+
+job_file aff.sh <<'EOF'
+#!/bin/sh
+echo "AFF lr=$LOCAL_RANK host=$(hostname)" \
+     "allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)" \
+     "cpus=${DIST_TRAIN_CPUS:-unset} bind=${DIST_TRAIN_BIND:-unset}" \
+     "membind=$(grep -c ' bind:' /proc/self/numa_maps)" \
+     "omp=${OMP_NUM_THREADS:-unset} gpu=${DIST_TRAIN_GPU:-unset}" \
+     "ordinal=${DIST_TRAIN_GPU_ORDINAL:-unset}" \
+     "visible=${CUDA_VISIBLE_DEVICES:-unset} order=${CUDA_DEVICE_ORDER:-unset}"
+EOF
+
+# Every AFF line's affinity equals the plan's CPUs for its local rank.
+# Usage: matches_plan PLAN_JSON_FILE
+matches_plan() {
+	awk '
+	FNR == NR {
+		if (match($0, /"local_rank": [0-9]+/)) {
+			lr = substr($0, RSTART + 14, RLENGTH - 14)
+			match($0, /"cpus": "[^"]*"/)
+			want[lr] = substr($0, RSTART + 9, RLENGTH - 10)
+		}
+		next
+	}
+	/^AFF / {
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		n++
+		if (v["allowed"] != want[v["lr"]] || v["cpus"] != want[v["lr"]] ||
+		    v["membind"] == 0) {
+			printf "local rank %s on %s: affinity %s, DIST_TRAIN_CPUS %s, plan %s, bound mappings %s\n",
+			       v["lr"], v["host"], v["allowed"], v["cpus"], want[v["lr"]], v["membind"]
+			bad++
+		}
+	}
+	END { if (!n) print "no task reported"; exit bad || !n }
+	' "$1" "$OUT"
+}
+
+# 1, 2 and 3 tasks per node on this 2-core machine. Binding stays inside
+# the cores Slurm allocated to the step; with at least 2 CPUs in the step
+# that is the whole machine, which `plan` sees.
+for n in 1 2 3; do
+	job srun -N1 -n1 --exclusive dist-train plan --tasks $n --json
+	cp "$OUT" "$JOBS/plan-$n.json"
+	job srun -N2 --ntasks-per-node=$n -c $((n == 1 ? 2 : 1)) --dist-train ./aff.sh
+	check "$n task(s) per node: each task's CPU affinity is the plan's, memory bound" \
+		matches_plan "$JOBS/plan-$n.json" || { show_output; diag "$(cat "$JOBS/plan-$n.json")"; }
+done
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "2 tasks on 2 cores: one core each, no core shared, one thread each" \
+	eval '[ "$(grep -c "^AFF lr=0 .* allowed=0 .* omp=1 " "$OUT")" = 2 ] && [ "$(grep -c "^AFF lr=1 .* allowed=1 .* omp=1 " "$OUT")" = 2 ]' || show_output
+
+job srun -N1 -n1 -c1 --dist-train ./aff.sh
+check "a one-CPU step stays on the core Slurm allocated it" \
+	grep -q '^AFF lr=0 .* allowed=0 cpus=0 ' "$OUT" || show_output
+
+job srun -N1 -n2 --exclusive ./aff.sh
+untouched=$(sed -n 's/^AFF .* allowed=\([^ ]*\) .*/\1/p' "$OUT" | sort -u)
+job srun -N1 -n2 --exclusive --dist-train=bind=off ./aff.sh
+check "bind=off leaves affinity and memory as plain srun does" \
+	eval '[ "$(count_lines "^AFF .* allowed=$untouched cpus=unset bind=off membind=0 ")" = 2 ]' || show_output
+
+job srun -N1 -n2 --exclusive --cpu-bind=none --dist-train=verbose ./aff.sh
+check "an explicit --cpu-bind wins: affinity untouched" \
+	test "$(count_lines "^AFF .* allowed=$untouched cpus=unset bind=numa ")" = 2 || show_output
+check "... and verbose says so" \
+	test "$(grep -c '^dist-train: rank [01] on n1: .* | CPUs: yours (--cpu-bind=none)' "$ERR")" = 2 || show_output
+
+job srun -N2 --ntasks-per-node=2 --exclusive --mpi=pmix --dist-train ./aff.sh
+check "with the PMIx bootstrap too" matches_plan "$JOBS/plan-2.json" || show_output
+
+job srun -N1 -n2 --exclusive dist-train exec -- ./aff.sh
+check "dist-train exec binds the same way, without the plugin" \
+	matches_plan "$JOBS/plan-2.json" || show_output
+
+# The same node described by an XML file (as a site may give one).
+lstopo-no-graphics --of xml "$JOBS/node.xml" 2>/dev/null || lstopo --of xml "$JOBS/node.xml"
+chmod 0644 "$JOBS/node.xml"
+set_plugin_args topology="$JOBS/node.xml"
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "topology=FILE of this node: the same binding as discovery" \
+	matches_plan "$JOBS/plan-2.json" || show_output
+
+# GPUs: a site file describing a 4-GPU POWER8 node (no GPU here).
+install -m 0644 "$TOP_SRCDIR/tests/topologies/power8gpudistances.xml" "$JOBS/gpus.xml"
+set_plugin_args topology="$JOBS/gpus.xml"
+job srun -N2 --ntasks-per-node=4 --exclusive --dist-train ./aff.sh
+check "each local rank gets its GPU, in PCI bus order" \
+	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0002:01:00.0 ordinal=0 visible=unset order=PCI_BUS_ID")" = 2 ] &&
+	      [ "$(count_lines "^AFF lr=3 .* gpu=000b:01:00.0 ordinal=3 ")" = 2 ]' || show_output
+job srun -N1 --ntasks-per-node=4 --exclusive --dist-train=visible-gpus=own ./aff.sh
+check "visible-gpus=own: each task sees its own GPU only" \
+	eval '[ "$(count_lines "^AFF lr=2 .* gpu=000a:01:00.0 ordinal=0 visible=2 ")" = 1 ]' || show_output
+rm -f "$JOBS/ran"
+job srun -N1 --ntasks-per-node=5 --exclusive --dist-train touch ran
+check "more tasks than GPUs fails with one message naming the fix" \
+	test "$(grep -c '^dist-train: error: 5 tasks on this node but 4 GPUs for the step: run at most 4 tasks per node (--ntasks-per-node=4), or let tasks share GPUs with --dist-train=share-gpus$' "$ERR")" = 1 || show_output
+check "... before any program started" test ! -e "$JOBS/ran"
+job srun -N1 --ntasks-per-node=5 --exclusive --dist-train=share-gpus ./aff.sh
+check "share-gpus: the fifth task shares GPU 0" \
+	test "$(count_lines '^AFF lr=4 .* gpu=0002:01:00.0 ordinal=0 ')" = 1 || show_output
+job env SLURM_STEP_GPUS=9 srun -N1 -n1 --exclusive --dist-train true
+check "a GPU list naming GPUs the node lacks is refused clearly" \
+	grep -q "^dist-train: error: SLURM_STEP_GPUS='9' names GPU 9, but this node has 4 NVIDIA GPUs$" "$ERR" || show_output
+set_plugin_args
+
+finish
