@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 5
+plan 7
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 job_file train_ddp.py < "$TOP_SRCDIR/contrib/examples/train_ddp.py"
@@ -19,5 +19,14 @@ job srun -N4 --ntasks-per-node=2 --dist-train /usr/bin/python3 train_ddp.py --ep
 check "the contrib DDP example trains on 4 nodes x 2 tasks" test $? = 0 || show_output
 check "... and rank 0 reports the result" \
 	grep -q '^done: learned y = .* with 8 ranks$' "$OUT" || show_output
+
+# The sbatch example in contrib/, as a user would submit it.
+job_file train.sbatch < "$TOP_SRCDIR/contrib/sbatch/train.sbatch"
+rm -f "$JOBS"/ddp-*.out
+job sbatch --wait train.sbatch
+check "contrib/sbatch/train.sbatch runs" test $? = 0 || diag "$(cat "$JOBS"/ddp-*.out 2>&1)"
+check "... trains with 8 ranks after checking the rendezvous" \
+	eval 'grep -q "^dist-train: check: all 8 ranks reached rank 0 at n1:" "$JOBS"/ddp-*.out && grep -q "^done: learned y = .* with 8 ranks$" "$JOBS"/ddp-*.out' ||
+	diag "$(cat "$JOBS"/ddp-*.out 2>&1)"
 
 finish
