@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 14
+plan 15
 
 make_show_script
 
@@ -19,9 +19,12 @@ job srun -N4 -n4 sh -c 'env | grep -E "^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_
 check "plain srun runs" test $? = 0
 check "plain srun sees none of the variables" test ! -s "$OUT" || show_output
 
-job srun -N1 -n1 --dist-train ./show.sh
-check "one task: WORLD_SIZE=1, no OMP_NUM_THREADS" \
+job srun -N1 -n1 --dist-train=bind=off ./show.sh
+check "one task, unbound: WORLD_SIZE=1, no OMP_NUM_THREADS (torchrun's rule)" \
 	grep -q 'RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 GROUP_RANK=0 GROUP_WORLD_SIZE=1 .*OMP_NUM_THREADS=unset' "$OUT" || show_output
+job srun -N1 -n1 -c2 --dist-train ./show.sh
+check "one task, bound to its 2 cores: OMP_NUM_THREADS=2" \
+	grep -q 'RANK=0 .*OMP_NUM_THREADS=2 ' "$OUT" || show_output
 
 job srun -N2 -n3 --dist-train=verbose true
 check "verbose: one line per task on stderr" \

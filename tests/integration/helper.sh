@@ -9,8 +9,8 @@ plan 10
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 
-job srun -N4 -n8 --mpi=pmix dist-train exec -- ./show.sh
-bad=$(layout_errors pmix)
+job srun -N4 -n8 --mpi=pmix dist-train exec --settings=bind=off -- ./show.sh
+bad=$(layout_errors pmix unbound)
 check "srun --mpi=pmix dist-train exec: PMIx ranks without the plugin" \
 	test -z "$bad" -a "$(count_lines '^TASK ')" = 8 || { diag "$bad"; show_output; }
 
@@ -18,8 +18,8 @@ job srun -N4 -n8 --mpi=pmix dist-train exec -- /usr/bin/python3 allreduce.py
 check "... and PyTorch joins the group with them" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
 
-job srun -N4 -n8 dist-train exec --settings=verbose -- ./show.sh
-bad=$(layout_errors slurm)
+job srun -N4 -n8 dist-train exec --settings=verbose,bind=off -- ./show.sh
+bad=$(layout_errors slurm unbound)
 check "srun dist-train exec without PMIx: Slurm's ranks" \
 	test -z "$bad" -a "$(grep -c '^dist-train: rank [0-7] on n[1-4]: RANK=' "$ERR")" = 8 || { diag "$bad"; show_output; }
 

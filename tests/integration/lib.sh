@@ -150,11 +150,12 @@ echo "TASK procid=$SLURM_PROCID localid=$SLURM_LOCALID nodeid=$SLURM_NODEID" \
 EOF
 }
 
-# layout_errors SOURCE: what in $OUT (show.sh from srun -N4 -n8, laid out
-# 5,1,1,1 on idle nodes) differs from what each task should get; empty
-# when all is right.
+# layout_errors SOURCE [unbound]: what in $OUT (show.sh from srun -N4 -n8,
+# laid out 5,1,1,1 on idle nodes) differs from what each task should get;
+# empty when all is right. Bound tasks have one core each here, so one
+# thread each; unbound ones follow torchrun's rule.
 layout_errors() {
-	awk -v source="$1" '
+	awk -v source="$1" -v unbound="${2:-}" '
 /^TASK / {
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	r = v["procid"]; node = (r < 5) ? 0 : r - 4
@@ -165,7 +166,7 @@ layout_errors() {
 	want["ROLE_RANK"] = r; want["ROLE_WORLD_SIZE"] = 8
 	want["ROLE_NAME"] = "default"; want["MASTER_ADDR"] = "n1"
 	want["host"] = "n" (node + 1); want["nodeid"] = node
-	want["OMP_NUM_THREADS"] = (node == 0) ? 1 : "unset"
+	want["OMP_NUM_THREADS"] = (unbound && node > 0) ? "unset" : 1
 	want["DIST_TRAIN_NODES"] = "n1,n2,n3,n4"
 	want["AGENT_STORE"] = "unset"; want["RUN_ID"] = "unset"
 	want["SOURCE"] = source
