@@ -81,7 +81,7 @@ int dt_current_cpus(char *buf, size_t len)
 	return 0;
 }
 
-static void note(char *notes, size_t len, const char *what)
+void dt_note(char *notes, size_t len, const char *what)
 {
 	size_t used = strlen(notes);
 
@@ -109,7 +109,7 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	if (cfg->bind == DT_BIND_OFF)
 		return dt_env_put(env, "DIST_TRAIN_BIND", "off", DT_ENV_SET);
 	if (!machine) {
-		note(notes, notes_len, no_machine);
+		dt_note(notes, notes_len, no_machine);
 		return 0;
 	}
 	memset(&req, 0, sizeof(req));
@@ -120,7 +120,7 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	/* Slurm's --gpu-bind chose the GPUs: bind to NUMA nodes only. */
 	if (tres_bind && strstr(tres_bind, "gpu") && req.mode == DT_BIND_GPU) {
 		req.mode = DT_BIND_NUMA;
-		note(notes, notes_len, "GPUs: yours (--gpu-bind)");
+		dt_note(notes, notes_len, "GPUs: yours (--gpu-bind)");
 	}
 	if (req.mode == DT_BIND_GPU) {
 		n = dt_step_gpus(machine, getenv("SLURM_STEP_GPUS", arg),
@@ -151,23 +151,23 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	if (cpu_bind && *cpu_bind) {
 		snprintf(text, sizeof(text), "CPUs: yours (--cpu-bind=%s)",
 			 cpu_bind);
-		note(notes, notes_len, text);
+		dt_note(notes, notes_len, text);
 	} else if (t->ncpus) {
 		ereq.cpus_bound = dt_bind_cpus(t->cpus, t->ncpus, why,
 					       sizeof(why)) == 0;
 		if (!ereq.cpus_bound)
-			note(notes, notes_len, why);
+			dt_note(notes, notes_len, why);
 		else if (t->shares_cores)
-			note(notes, notes_len, "more tasks than cores: CPUs "
+			dt_note(notes, notes_len, "more tasks than cores: CPUs "
 			     "shared");
 	}
 	if (mem_bind && *mem_bind) {
 		snprintf(text, sizeof(text), "memory: yours (--mem-bind=%s)",
 			 mem_bind);
-		note(notes, notes_len, text);
+		dt_note(notes, notes_len, text);
 	} else if (t->numa >= 0 &&
 		   dt_bind_memory(t->numa, why, sizeof(why)) < 0) {
-		note(notes, notes_len, why);
+		dt_note(notes, notes_len, why);
 	}
 	if (dt_binding_env(&ereq, env, err, errlen) < 0)
 		goto out;

@@ -21,6 +21,9 @@ int dt_bind_cpus(const unsigned *cpus, unsigned ncpus, char *err,
 /* Allocate memory only on NUMA node NUMA. Returns 0, or -1 with ERR. */
 int dt_bind_memory(int numa, char *err, size_t errlen);
 
+/* Append "; WHAT" (or "WHAT") to the NUL-terminated NOTES of size LEN. */
+void dt_note(char *notes, size_t len, const char *what);
+
 /* The CPUs this process may run on, as "0-3,8". */
 int dt_current_cpus(char *buf, size_t len);
 

@@ -348,3 +348,66 @@ int dt_binding_env(const struct dt_bind_env_request *req, struct dt_env *env,
 	}
 	return 0;
 }
+
+char *dt_worker_plan(const struct dt_bind_env_request *req, char *err,
+		     size_t errlen)
+{
+	struct dt_bind_env_request one = *req;
+	size_t len = 0, cap = 1024;
+	char *out = malloc(cap);
+
+	if (!out) {
+		dt_errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	out[0] = '\0';
+	for (unsigned r = 0; r < req->plan->ntasks; r++) {
+		struct dt_env env = { 0 };
+
+		one.local_rank = r;
+		if (dt_binding_env(&one, &env, err, errlen) < 0)
+			goto fail;
+		for (size_t i = 0; i < env.count; i++) {
+			const struct dt_env_entry *e = &env.entries[i];
+			size_t need = strlen(e->name) + strlen(e->value) + 3;
+
+			/* Blanks and ';' separate: no value may hold one. */
+			if (e->action != DT_ENV_SET || strpbrk(e->value, " ;"))
+				continue;
+			if (len + need >= cap) {
+				char *bigger;
+
+				cap = (len + need) * 2;
+				bigger = realloc(out, cap);
+				if (!bigger) {
+					dt_env_free(&env);
+					dt_errf(err, errlen, "out of memory");
+					goto fail;
+				}
+				out = bigger;
+			}
+			len += (size_t)sprintf(out + len, "%s%s=%s",
+					       i ? " " : (r ? ";" : ""),
+					       e->name, e->value);
+		}
+		dt_env_free(&env);
+	}
+	return out;
+fail:
+	free(out);
+	return NULL;
+}
+
+char *dt_worker_entry(const char *plan, unsigned rank)
+{
+	const char *start = plan, *end;
+
+	for (unsigned r = 0; r < rank; r++) {
+		start = strchr(start, ';');
+		if (!start)
+			return NULL;
+		start++;
+	}
+	end = strchr(start, ';');
+	return end ? strndup(start, (size_t)(end - start)) : strdup(start);
+}

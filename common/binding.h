@@ -77,4 +77,17 @@ struct dt_bind_env_request {
 int dt_binding_env(const struct dt_bind_env_request *req, struct dt_env *env,
 		   char *err, size_t errlen);
 
+/*
+ * The plan of a node's torchrun workers, handed to them through the
+ * agent's environment (DIST_TRAIN_WORKER_PLAN): for each local rank,
+ * ';'-separated, what dt_binding_env gives it, as "NAME=VALUE" words
+ * separated by blanks. REQ->local_rank is ignored. Returns a malloc'd
+ * string, or NULL with ERR.
+ */
+char *dt_worker_plan(const struct dt_bind_env_request *req, char *err,
+		     size_t errlen);
+
+/* The words of local rank RANK in PLAN (malloc'd), or NULL. */
+char *dt_worker_entry(const char *plan, unsigned rank);
+
 #endif

@@ -158,29 +158,101 @@ static int apply_share_gpus(struct dt_config *cfg, const char *value,
 	return parse_bool("share-gpus", value, &cfg->share_gpus, err, errlen);
 }
 
-static int apply_topology(struct dt_config *cfg, const char *value,
-			  char *err, size_t errlen)
+static int set_path(char *buf, const char *name, const char *value,
+		    char *err, size_t errlen)
 {
-	if (value[0] != '/' || strlen(value) >= sizeof(cfg->topology)) {
-		dt_errf(err, errlen, "bad value '%s' for 'topology': expected "
-			"an absolute path", value);
+	if (value[0] != '/' || strlen(value) >= DT_HELPER_PATH_MAX) {
+		dt_errf(err, errlen, "bad value '%s' for '%s': expected an "
+			"absolute path", value, name);
 		return -1;
 	}
-	strcpy(cfg->topology, value);
+	strcpy(buf, value);
 	return 0;
 }
 
+static int apply_topology(struct dt_config *cfg, const char *value,
+			  char *err, size_t errlen)
+{
+	return set_path(cfg->topology, "topology", value, err, errlen);
+}
+
+static int apply_torchrun(struct dt_config *cfg, const char *value,
+			  char *err, size_t errlen)
+{
+	return parse_bool("torchrun", value, &cfg->torchrun, err, errlen);
+}
+
+/* elastic=MIN:MAX nodes; it implies torchrun. */
+static int apply_elastic(struct dt_config *cfg, const char *value,
+			 char *err, size_t errlen)
+{
+	const char *colon = strchr(value, ':');
+	unsigned long lo, hi;
+	char lo_text[16];
+	size_t n = colon ? (size_t)(colon - value) : 0;
+
+	if (!colon || n == 0 || n >= sizeof(lo_text))
+		goto bad;
+	memcpy(lo_text, value, n);
+	lo_text[n] = '\0';
+	if (parse_uint(lo_text, 1, 1u << 24, &lo) < 0 ||
+	    parse_uint(colon + 1, 1, 1u << 24, &hi) < 0)
+		goto bad;
+	if (lo > hi) {
+		dt_errf(err, errlen, "elastic=%s: the minimum %lu is above the "
+			"maximum %lu", value, lo, hi);
+		return -1;
+	}
+	cfg->min_nodes = (unsigned)lo;
+	cfg->max_nodes = (unsigned)hi;
+	cfg->torchrun = true;
+	return 0;
+bad:
+	dt_errf(err, errlen, "bad value '%s' for 'elastic': expected MIN:MAX "
+		"nodes, such as 2:4", value);
+	return -1;
+}
+
+static int apply_restarts(struct dt_config *cfg, const char *value,
+			  char *err, size_t errlen)
+{
+	unsigned long v;
+
+	if (parse_uint(value, 0, 1000000, &v) < 0) {
+		dt_errf(err, errlen, "bad value '%s' for 'restarts': expected a "
+			"number", value);
+		return -1;
+	}
+	cfg->restarts = (unsigned)v;
+	return 0;
+}
+
+static int apply_nproc(struct dt_config *cfg, const char *value,
+		       char *err, size_t errlen)
+{
+	unsigned long v;
+
+	if (parse_uint(value, 1, 4096, &v) < 0) {
+		dt_errf(err, errlen, "bad value '%s' for 'nproc': expected a "
+			"number of processes per node, 1 to 4096", value);
+		return -1;
+	}
+	cfg->nproc = (unsigned)v;
+	return 0;
+}
+
+/* An absolute path into BUF (of DT_HELPER_PATH_MAX), for setting NAME. */
 /* Admins name the helper; never a job (it runs in every task). */
 static int apply_helper(struct dt_config *cfg, const char *value,
 			char *err, size_t errlen)
 {
-	if (value[0] != '/' || strlen(value) >= sizeof(cfg->helper)) {
-		dt_errf(err, errlen, "bad value '%s' for 'helper': expected "
-			"an absolute path", value);
-		return -1;
-	}
-	strcpy(cfg->helper, value);
-	return 0;
+	return set_path(cfg->helper, "helper", value, err, errlen);
+}
+
+static int apply_worker_lib(struct dt_config *cfg, const char *value,
+			    char *err, size_t errlen)
+{
+	return set_path(cfg->worker_lib, "worker-lib", value, err, errlen);
 }
 
 static int apply_default(struct dt_config *cfg, const char *value,
@@ -242,6 +314,13 @@ static const struct setting settings[] = {
 	  VALUE_REQUIRED, apply_visible_gpus },
 	{ "share-gpus", "share-gpus[=yes|no]", SCOPE_USER | SCOPE_SITE,
 	  VALUE_OPTIONAL, apply_share_gpus },
+	{ "torchrun", "torchrun[=yes|no]", SCOPE_USER, VALUE_OPTIONAL,
+	  apply_torchrun },
+	{ "elastic", "elastic=MIN:MAX", SCOPE_USER, VALUE_REQUIRED,
+	  apply_elastic },
+	{ "restarts", "restarts=N", SCOPE_USER | SCOPE_SITE, VALUE_REQUIRED,
+	  apply_restarts },
+	{ "nproc", "nproc=N", SCOPE_USER, VALUE_REQUIRED, apply_nproc },
 	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_default },
 	{ "port-range", "port-range=LOW-HIGH", SCOPE_SITE, VALUE_REQUIRED,
@@ -250,6 +329,8 @@ static const struct setting settings[] = {
 	  apply_helper },
 	{ "topology", "topology=FILE", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_topology },
+	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
+	  apply_worker_lib },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -328,7 +409,10 @@ void dt_config_init(struct dt_config *cfg)
 	cfg->use_pmix = true;
 	cfg->timeout = DT_DEFAULT_TIMEOUT;
 	cfg->bind = DT_BIND_GPU;
+	cfg->restarts = DT_DEFAULT_RESTARTS;
 	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
+	snprintf(cfg->worker_lib, sizeof(cfg->worker_lib), "%s",
+		 DT_WORKER_LIB_DEFAULT);
 }
 
 int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
@@ -384,14 +468,24 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 				 size_t len)
 {
 	int n = snprintf(buf, len, "%s,verbose=%s,pmix=%s,nccl=%s,check=%s,"
-			 "timeout=%u,bind=%s,visible-gpus=%s,share-gpus=%s",
+			 "timeout=%u,bind=%s,visible-gpus=%s,share-gpus=%s,"
+			 "torchrun=%s,restarts=%u",
 			 cfg->enabled ? "on" : "off",
 			 cfg->verbose ? "yes" : "no",
 			 cfg->use_pmix ? "yes" : "no",
 			 cfg->nccl ? "yes" : "no", cfg->check ? "yes" : "no",
 			 cfg->timeout, dt_bind_mode_name(cfg->bind),
 			 cfg->own_gpu_only ? "own" : "all",
-			 cfg->share_gpus ? "yes" : "no");
+			 cfg->share_gpus ? "yes" : "no",
+			 cfg->torchrun ? "yes" : "no", cfg->restarts);
+
+	/* elastic= and nproc= have no neutral value: only when set. */
+	if (n >= 0 && cfg->max_nodes && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ",elastic=%u:%u",
+			      cfg->min_nodes, cfg->max_nodes);
+	if (n >= 0 && cfg->nproc && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, ",nproc=%u",
+			      cfg->nproc);
 
 	return n < 0 ? 0 : (size_t)n;
 }

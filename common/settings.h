@@ -18,6 +18,7 @@
 #define DT_DEFAULT_TIMEOUT 300
 #define DT_MAX_TIMEOUT 86400
 #define DT_HELPER_PATH_MAX 1024
+#define DT_DEFAULT_RESTARTS 3
 
 struct dt_config {
 	/* Site only (plugstack.conf). */
@@ -26,6 +27,7 @@ struct dt_config {
 	uint16_t port_hi;
 	char helper[DT_HELPER_PATH_MAX]; /* the dist-train command */
 	char topology[DT_HELPER_PATH_MAX]; /* hwloc XML of the node, or "" */
+	char worker_lib[DT_HELPER_PATH_MAX]; /* preloaded into torchrun's workers */
 
 	/* Per step: the site's value is the default, the user's wins. */
 	bool enabled;
@@ -37,6 +39,12 @@ struct dt_config {
 	int bind;		/* enum dt_bind_mode */
 	bool own_gpu_only;	/* CUDA_VISIBLE_DEVICES: each task's own */
 	bool share_gpus;	/* allow more tasks than GPUs */
+	/* torchrun mode: tasks are torchrun agents, one per node. */
+	bool torchrun;
+	unsigned min_nodes;	/* elastic=MIN:MAX; 0: the step's nodes */
+	unsigned max_nodes;
+	unsigned restarts;	/* torchrun's --max-restarts */
+	unsigned nproc;		/* workers per node; 0: one per GPU */
 };
 
 /* Built-in defaults: off unless asked for, quiet, the default port range. */

@@ -118,6 +118,28 @@ static int push_unless_user(struct dt_env *env,
 	return dt_env_add(env, name, value, DT_ENV_SET);
 }
 
+/* What the project adds in every mode: where this task stands. */
+static int push_step_info(struct dt_env *out, const struct dt_layout *l,
+			  const char *step_id, const char *rank_source,
+			  const char *port_source)
+{
+	int rc = 0;
+
+	rc |= dt_env_add(out, "DIST_TRAIN_VERSION", PACKAGE_VERSION,
+			 DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_STEP", step_id, DT_ENV_SET);
+	rc |= push_u32(out, "DIST_TRAIN_NODE_RANK", l->node_rank);
+	rc |= push_u32(out, "DIST_TRAIN_NUM_NODES", l->num_nodes);
+	if (l->nodes)
+		rc |= dt_env_add(out, "DIST_TRAIN_NODES", l->nodes,
+				 DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_RANK_SOURCE", rank_source,
+			 DT_ENV_SET);
+	rc |= dt_env_add(out, "DIST_TRAIN_PORT_SOURCE", port_source,
+			 DT_ENV_SET);
+	return rc;
+}
+
 int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		 char *err, size_t errlen)
 {
@@ -175,19 +197,10 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		rc |= dt_env_add(out, "TORCHELASTIC_USE_AGENT_STORE", NULL,
 				 DT_ENV_UNSET);
 
-	rc |= dt_env_add(out, "DIST_TRAIN_VERSION", PACKAGE_VERSION,
-			 DT_ENV_SET);
-	rc |= dt_env_add(out, "DIST_TRAIN_STEP", req->step_id, DT_ENV_SET);
-	rc |= push_u32(out, "DIST_TRAIN_NODE_RANK", l->node_rank);
-	rc |= push_u32(out, "DIST_TRAIN_NUM_NODES", l->num_nodes);
-	if (l->nodes)
-		rc |= dt_env_add(out, "DIST_TRAIN_NODES", l->nodes,
-				 DT_ENV_SET);
-	rc |= dt_env_add(out, "DIST_TRAIN_RANK_SOURCE",
-			 dt_rank_source_name(l->source), DT_ENV_SET);
-	rc |= dt_env_add(out, "DIST_TRAIN_PORT_SOURCE",
-			 port ? "user" : dt_port_source_name(req->ports->source),
-			 DT_ENV_SET);
+	rc |= push_step_info(out, l, req->step_id,
+			     dt_rank_source_name(l->source),
+			     port ? "user" :
+			     dt_port_source_name(req->ports->source));
 	if (rc) {
 		dt_errf(err, errlen, "out of memory");
 		return -1;
@@ -205,8 +218,9 @@ size_t dt_env_describe(const struct dt_env *env, char *buf, size_t len)
 		const struct dt_env_entry *e = &env->entries[i];
 		int n;
 
-		/* The node list can be long; the verbose line stays short. */
-		if (!strcmp(e->name, "DIST_TRAIN_NODES"))
+		/* Node lists and worker plans are long: the line stays short. */
+		if (!strcmp(e->name, "DIST_TRAIN_NODES") ||
+		    !strcmp(e->name, "DIST_TRAIN_WORKER_PLAN"))
 			continue;
 		if (e->action == DT_ENV_UNSET)
 			n = snprintf(buf + (used < len ? used : len),
@@ -310,4 +324,45 @@ bad:
 fail:
 	dt_env_free(out);
 	return -1;
+}
+
+int dt_torchrun_env(const struct dt_torchrun_request *req, struct dt_env *out,
+		    char *err, size_t errlen)
+{
+	const struct dt_layout *l = req->layout;
+	struct dt_env_request user = { 0 };
+	char buf[300];
+	int rc = 0;
+
+	/* push_unless_user reads the task's environment through these. */
+	user.getenv = req->getenv;
+	user.getenv_arg = req->getenv_arg;
+	user.step_id = req->step_id;
+
+	if (req->max_nodes)
+		snprintf(buf, sizeof(buf), "%u:%u", req->min_nodes,
+			 req->max_nodes);
+	else
+		snprintf(buf, sizeof(buf), "%u", l->num_nodes);
+	rc |= push_unless_user(out, &user, "PET_NNODES", buf);
+	snprintf(buf, sizeof(buf), "%u", req->nproc);
+	rc |= push_unless_user(out, &user, "PET_NPROC_PER_NODE", buf);
+	rc |= push_unless_user(out, &user, "PET_RDZV_BACKEND", "c10d");
+	/* The first node's agent hosts the store: its name must be the one
+	 * it calls itself, which Slurm's node name is. */
+	snprintf(buf, sizeof(buf), "%s:%u", l->master_addr,
+		 req->ports->port[0]);
+	rc |= push_unless_user(out, &user, "PET_RDZV_ENDPOINT", buf);
+	rc |= push_unless_user(out, &user, "PET_RDZV_ID", req->step_id);
+	snprintf(buf, sizeof(buf), "%u", req->restarts);
+	rc |= push_unless_user(out, &user, "PET_MAX_RESTARTS", buf);
+	snprintf(buf, sizeof(buf), "join_timeout=%u", req->timeout);
+	rc |= push_unless_user(out, &user, "PET_RDZV_CONF", buf);
+	rc |= push_step_info(out, l, req->step_id, "torchrun",
+			     dt_port_source_name(req->ports->source));
+	if (rc) {
+		dt_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }

@@ -59,6 +59,30 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 
 void dt_env_free(struct dt_env *env);
 
+/* A torchrun agent, one per node, configured through torchrun's PET_*. */
+struct dt_torchrun_request {
+	const struct dt_layout *layout;
+	const struct dt_step_ports *ports;
+	unsigned nproc;			/* workers per node */
+	unsigned min_nodes;		/* elastic; max_nodes 0: fixed size */
+	unsigned max_nodes;
+	unsigned restarts;		/* PET_MAX_RESTARTS */
+	unsigned timeout;		/* rendezvous join timeout, seconds */
+	const char *step_id;		/* "JOBID.STEPID": the rendezvous id */
+	dt_getenv_fn getenv;		/* the task's environment */
+	void *getenv_arg;
+};
+
+/*
+ * PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_BACKEND (c10d),
+ * PET_RDZV_ENDPOINT (the first node), PET_RDZV_ID, PET_MAX_RESTARTS,
+ * PET_RDZV_CONF (join_timeout), each unless the user set it, and the
+ * DIST_TRAIN_* facts. RANK, WORLD_SIZE, MASTER_* are torchrun's to set
+ * for its workers. Returns 0, or -1 with ERR.
+ */
+int dt_torchrun_env(const struct dt_torchrun_request *req, struct dt_env *out,
+		    char *err, size_t errlen);
+
 /*
  * The user's own value of NAME in a task's environment, or NULL: a value
  * left by an earlier dist-train step (DIST_TRAIN_STEP other than STEP_ID,
