@@ -65,6 +65,15 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	}
 }
 
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+
+	if (spank_context() != S_CTX_LOCAL)
+		return 0;
+	return srun_local_user_init(sp);
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	(void)ac, (void)av;
@@ -81,6 +90,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
 	return task_init(sp);
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return slurmstepd_task_exit(sp);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

@@ -7,11 +7,13 @@
  *   slurmstepd.c   once per node and step: the node's layout and ports
  *   task.c         each task, just before exec: its environment
  *   helper.c       ... computed by the dist-train helper, with PMIx
+ *   torchrun.c     ... or, in torchrun mode, for a torchrun agent
  */
 #ifndef DIST_TRAIN_PLUGIN_H
 #define DIST_TRAIN_PLUGIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <slurm/spank.h>
@@ -64,15 +66,22 @@ void options_free(void);
 
 /* srun.c: local (srun) and allocator (sbatch, salloc) contexts. */
 int srun_post_opt(spank_t sp);
+int srun_local_user_init(spank_t sp);
 
 /* slurmstepd.c */
 int slurmstepd_user_init(spank_t sp);
+int slurmstepd_task_exit(spank_t sp);
 void slurmstepd_exit(void);
 
 /* task.c */
 int task_init(spank_t sp);
 
 struct dt_env;
+
+/* torchrun.c: a torchrun agent's environment; 0, or -1 with ERR. */
+int torchrun_task_env(const struct plugin_state *st, char **envp,
+		      const char *step_id, struct dt_env *env, char *notes,
+		      size_t notes_len, char *err, size_t errlen);
 
 /* helper.c: run `dist-train bootstrap`; 0, or -1 (ERR may be empty when
  * the helper already told the user). */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <slurm/slurm.h>
 
@@ -117,6 +118,37 @@ int slurmstepd_user_init(spank_t sp)
 fail:
 	snprintf(st->node_error, sizeof(st->node_error), "%s", err);
 	dt_log_error("step %u.%u: %s", st->job_id, st->step_id, err);
+	return 0;
+}
+
+/*
+ * slurmstepd, as a task ends: a failed torchrun agent gets one line that
+ * says what usually ends elastic training, above torchrun's tracebacks.
+ */
+int slurmstepd_task_exit(spank_t sp)
+{
+	struct plugin_state *st = plugin_state();
+	int status;
+
+	if (!st->node_active || !st->step.torchrun || st->node_error[0] ||
+	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) == 0)
+		return 0;
+	if (st->step.max_nodes)
+		dt_log_error("the torchrun agent failed (exit %d): elastic "
+			     "training stops when fewer than %u nodes "
+			     "(elastic=%u:%u) are left to rendezvous within "
+			     "its join_timeout (timeout=%u), or after "
+			     "restarts=%u restarts; torchrun's error above says "
+			     "which", WEXITSTATUS(status), st->step.min_nodes,
+			     st->step.min_nodes, st->step.max_nodes,
+			     st->step.timeout, st->step.restarts);
+	else
+		dt_log_error("the torchrun agent failed (exit %d) after "
+			     "restarts=%u restarts, or when a node was lost "
+			     "(fixed size: use elastic=MIN:MAX to continue "
+			     "without it); torchrun's error above says which",
+			     WEXITSTATUS(status), st->step.restarts);
 	return 0;
 }
 

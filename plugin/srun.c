@@ -43,3 +43,38 @@ int srun_post_opt(spank_t sp)
 	}
 	return 0;
 }
+
+/*
+ * srun, once the step exists but before it is launched: what depends on
+ * the step's size. (sbatch and salloc do not get here.)
+ */
+int srun_local_user_init(spank_t sp)
+{
+	struct plugin_state *st = plugin_state();
+	uint32_t nodes, tasks;
+
+	if (!st->step.enabled || !st->step.torchrun)
+		return 0;
+	if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=
+	    ESPANK_SUCCESS)
+		return 0;	/* the nodes will say what is wrong */
+	if (tasks != nodes) {
+		dt_log_error("--dist-train=torchrun runs one torchrun agent per "
+			     "node, which starts the processes: use "
+			     "--ntasks-per-node=1 (this step has %u tasks on %u "
+			     "nodes)", tasks, nodes);
+		return -1;
+	}
+	if (st->step.max_nodes > nodes) {
+		dt_log_error("--dist-train=elastic=%u:%u asks for up to %u "
+			     "nodes but the step has %u: use --nodes=%u, or "
+			     "elastic=%u:%u", st->step.min_nodes,
+			     st->step.max_nodes, st->step.max_nodes, nodes,
+			     st->step.max_nodes,
+			     st->step.min_nodes > nodes ? nodes :
+			     st->step.min_nodes, nodes);
+		return -1;
+	}
+	return 0;
+}

@@ -88,6 +88,16 @@ int task_init(spank_t sp)
 	}
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
 
+	if (st->step.torchrun) {
+		/* Agents are not bound: their workers are, by themselves. */
+		if (torchrun_task_env(st, envp, step_id, &env, notes,
+				      sizeof(notes), err, sizeof(err)) < 0) {
+			if (local_rank == 0)
+				task_message("error: %s", err);
+			goto out;
+		}
+		goto set;
+	}
 	if (needs_helper(&st->step, envp)) {
 		if (helper_bootstrap(&st->step, envp, &env, err,
 				     sizeof(err)) < 0) {
@@ -125,6 +135,7 @@ apply:
 			task_message("error: %s", err);
 		goto out;
 	}
+set:
 	if (apply(sp, &env) < 0)
 		goto out;
 
