@@ -89,6 +89,7 @@ cluster_start() {
 	trap 'exit 130' INT TERM
 	export DT_CLUSTER_PLUGIN=$TOP_BUILDDIR/plugin/.libs/dist_train.so
 	export DT_CLUSTER_HELPER=$TOP_BUILDDIR/helper/dist-train
+	export DT_CLUSTER_WORKER_LIB=$TOP_BUILDDIR/helper/.libs/dist_train_worker.so
 	export DT_CLUSTER_PLUGIN_ARGS="$*"
 	local out
 	if ! out=$("$DT_CLUSTER" start 2>&1); then

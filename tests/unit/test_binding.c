@@ -366,6 +366,44 @@ static void test_environment(void)
 	dt_machine_free(&m);
 }
 
+/* torchrun's workers get their part of the node's plan from the agent. */
+static void test_worker_plan(void)
+{
+	struct dt_machine m = load(TWO_SOCKETS_3_GPUS, NULL);
+	struct dt_bind_env_request req;
+	char *none[] = { NULL };
+	struct dt_plan p;
+	char *words, *entry;
+
+	CU_ASSERT_FATAL(plan(&m, 3, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	memset(&req, 0, sizeof(req));
+	req.machine = &m;
+	req.plan = &p;
+	req.cpus_bound = true;
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = none;
+	words = dt_worker_plan(&req, NULL, 0);
+	CU_ASSERT_FATAL(words != NULL);
+	CU_ASSERT_EQUAL(strchr(strchr(words, ';') + 1, ';') != NULL, 1);
+	entry = dt_worker_entry(words, 1);
+	CU_ASSERT_STRING_EQUAL(entry, "DIST_TRAIN_BIND=gpu "
+			       "CUDA_DEVICE_ORDER=PCI_BUS_ID "
+			       "DIST_TRAIN_GPU=0000:83:00.0 "
+			       "DIST_TRAIN_GPU_ORDINAL=1 DIST_TRAIN_NUMA=1 "
+			       "DIST_TRAIN_CPUS=8-11,24-27 OMP_NUM_THREADS=4 "
+			       "DIST_TRAIN_NIC=mlx5_0 DIST_TRAIN_NIC_NETDEV=ib0 "
+			       "UCX_NET_DEVICES=mlx5_0:1");
+	free(entry);
+	entry = dt_worker_entry(words, 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(entry, "DIST_TRAIN_CPUS=0-7,16-23 "));
+	free(entry);
+	CU_ASSERT_PTR_NULL(dt_worker_entry(words, 3));
+	free(words);
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
 static void test_lists(void)
 {
 	unsigned cpus[] = { 9, 0, 1, 2, 3, 8, 12 }, *ids;
@@ -395,6 +433,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_vpi_card),
 	UNIT_TEST(test_more_tasks_than_cores),
 	UNIT_TEST(test_environment),
+	UNIT_TEST(test_worker_plan),
 	UNIT_TEST(test_lists),
 };
 

@@ -10,12 +10,13 @@
 #define USER_VALID \
 	"on, off, verbose[=yes|no], nccl[=yes|no], check[=yes|no], " \
 	"pmix[=yes|no], timeout=SECONDS, bind=gpu|numa|off, " \
-	"visible-gpus=all|own, share-gpus[=yes|no]"
+	"visible-gpus=all|own, share-gpus[=yes|no], torchrun[=yes|no], " \
+	"elastic=MIN:MAX, restarts=N, nproc=N"
 #define SITE_VALID \
 	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
 	"timeout=SECONDS, bind=gpu|numa|off, visible-gpus=all|own, " \
-	"share-gpus[=yes|no], default=on|off, port-range=LOW-HIGH, " \
-	"helper=PATH, topology=FILE"
+	"share-gpus[=yes|no], restarts=N, default=on|off, " \
+	"port-range=LOW-HIGH, helper=PATH, topology=FILE, worker-lib=PATH"
 
 static void test_defaults(void)
 {
@@ -214,6 +215,41 @@ static void test_binding_settings(void)
 			       "an absolute path");
 }
 
+static void test_torchrun_settings(void)
+{
+	struct dt_config c;
+
+	dt_config_init(&c);
+	CU_ASSERT_FALSE(c.torchrun);
+	CU_ASSERT_EQUAL(c.restarts, 3);
+	CU_ASSERT_STRING_EQUAL(c.worker_lib, DT_WORKER_LIB_DEFAULT);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "elastic=2:4,restarts=5,"
+					       "nproc=8", NULL, 0), 0);
+	CU_ASSERT_TRUE(c.torchrun);	/* elastic implies it */
+	CU_ASSERT_EQUAL(c.min_nodes, 2);
+	CU_ASSERT_EQUAL(c.max_nodes, 4);
+	CU_ASSERT_EQUAL(c.restarts, 5);
+	CU_ASSERT_EQUAL(c.nproc, 8);
+	CU_ASSERT_STRING_EQUAL(option_error("elastic=4:2"),
+			       "elastic=4:2: the minimum 4 is above the "
+			       "maximum 2");
+	CU_ASSERT_STRING_EQUAL(option_error("elastic=4"),
+			       "bad value '4' for 'elastic': expected MIN:MAX "
+			       "nodes, such as 2:4");
+	CU_ASSERT_STRING_EQUAL(option_error("elastic=0:2"),
+			       "bad value '0:2' for 'elastic': expected "
+			       "MIN:MAX nodes, such as 2:4");
+	CU_ASSERT_STRING_EQUAL(option_error("nproc=0"),
+			       "bad value '0' for 'nproc': expected a number "
+			       "of processes per node, 1 to 4096");
+	CU_ASSERT_STRING_EQUAL(option_error("restarts=-1"),
+			       "bad value '-1' for 'restarts': expected a "
+			       "number");
+	CU_ASSERT_STRING_EQUAL(site_error("elastic=1:2"),
+			       "unknown plugstack.conf argument 'elastic=1:2'; "
+			       "valid: " SITE_VALID);
+}
+
 static void test_helper_settings(void)
 {
 	char *argv[] = { "helper=/opt/dist-train/bin/dist-train",
@@ -243,7 +279,7 @@ static void test_format_round_trip(void)
 	dt_config_format_settings(&a, text, sizeof(text));
 	CU_ASSERT_STRING_EQUAL(text, "on,verbose=yes,pmix=no,nccl=yes,"
 			       "check=no,timeout=42,bind=gpu,visible-gpus=all,"
-			       "share-gpus=no");
+			       "share-gpus=no,torchrun=no,restarts=3");
 	dt_config_init(&b);
 	CU_ASSERT_EQUAL(dt_config_parse_option(&b, text, NULL, 0), 0);
 	CU_ASSERT_TRUE(a.enabled == b.enabled && a.verbose == b.verbose &&
@@ -262,6 +298,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_site_errors),
 	UNIT_TEST(test_helper_settings),
 	UNIT_TEST(test_binding_settings),
+	UNIT_TEST(test_torchrun_settings),
 	UNIT_TEST(test_format_round_trip),
 };
 

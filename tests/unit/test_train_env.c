@@ -267,6 +267,60 @@ static void test_bad_records(void)
 	dt_env_free(&env);
 }
 
+static struct dt_env torchrun_env(unsigned min, unsigned max, char **envp)
+{
+	struct dt_torchrun_request req;
+	struct dt_env env = { 0 };
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &layout;
+	req.ports = &ports;
+	req.nproc = 8;
+	req.min_nodes = min;
+	req.max_nodes = max;
+	req.restarts = 3;
+	req.timeout = 300;
+	req.step_id = "42.3";
+	req.getenv = dt_envp_getenv;
+	req.getenv_arg = envp;
+	CU_ASSERT_EQUAL(dt_torchrun_env(&req, &env, NULL, 0), 0);
+	return env;
+}
+
+static void test_torchrun_agent(void)
+{
+	char *none[] = { NULL };
+	char *user[] = { "PET_RDZV_CONF=join_timeout=60", NULL };
+	struct dt_env env = torchrun_env(0, 0, none);
+
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_NNODES"), "4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_NPROC_PER_NODE"), "8");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_BACKEND"), "c10d");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_ENDPOINT"),
+			       "n1:20256");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_ID"), "42.3");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_MAX_RESTARTS"), "3");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_CONF"),
+			       "join_timeout=300");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_RANK_SOURCE"),
+			       "torchrun");
+	/* torchrun gives its workers these itself. */
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "RANK"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "LOCAL_RANK"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "WORLD_SIZE"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "MASTER_ADDR"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "OMP_NUM_THREADS"));
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "TORCHELASTIC_RUN_ID"));
+	dt_env_free(&env);
+
+	env = torchrun_env(2, 4, user);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_NNODES"), "2:4");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_CONF"),
+			       "join_timeout=60");
+	CU_ASSERT_EQUAL(action(&env, "PET_RDZV_CONF"), DT_ENV_KEPT);
+	dt_env_free(&env);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_torchrun_variables),
 	UNIT_TEST(test_shared_node_threads),
@@ -279,6 +333,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_helper_additions),
 	UNIT_TEST(test_records_round_trip),
 	UNIT_TEST(test_bad_records),
+	UNIT_TEST(test_torchrun_agent),
 };
 
 UNIT_MAIN("train_env", tests)

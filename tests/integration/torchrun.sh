@@ -1,0 +1,118 @@
+#!/bin/bash
+# --dist-train=torchrun: torchrun under srun with nothing on its command
+# line, its workers bound, and elastic training that survives a lost node.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 14
+
+job_file tr.py <<'EOF'
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank())])
+dist.all_reduce(t)
+status = open("/proc/self/status").read()
+allowed = status.split("Cpus_allowed_list:")[1].split()[0]
+print(f"TR rank={dist.get_rank()} world={dist.get_world_size()} "
+      f"local={os.environ['LOCAL_RANK']} sum={int(t.item())} "
+      f"host={socket.gethostname()} allowed={allowed} "
+      f"cpus={os.environ.get('DIST_TRAIN_CPUS')}", flush=True)
+dist.destroy_process_group()
+EOF
+job_file train_elastic.py < "$TOP_SRCDIR/contrib/examples/train_elastic.py"
+job_file train_ddp.py < "$TOP_SRCDIR/contrib/examples/train_ddp.py"
+
+# Fixed size: 4 agents, 2 workers each (no GPU here: --cpus-per-task).
+job srun -N4 --ntasks-per-node=1 -c2 --dist-train=torchrun,verbose torchrun tr.py
+check "srun --dist-train=torchrun torchrun tr.py: 4 nodes x 2 workers" \
+	test "$(grep -c 'TR rank=[0-7] world=8 local=[01] sum=28 host=n[1-4] ' "$OUT")" = 8 || show_output
+check "... ranks 0-7 from torchrun, two per node" \
+	eval '[ "$(grep -o "TR rank=[0-7]" "$OUT" | sort -u | wc -l)" = 8 ] && [ "$(grep -o "host=n[1-4]" "$OUT" | sort | uniq -c | awk "\$1 == 2" | wc -l)" = 4 ]' || show_output
+check "... each worker bound to its own core by the plan" \
+	test "$(grep -c 'TR .* local=0 .* allowed=0 cpus=0$' "$OUT")" = 4 -a "$(grep -c 'TR .* local=1 .* allowed=1 cpus=1$' "$OUT")" = 4 || show_output
+check "... the agents were configured through PET_* alone" \
+	test "$(grep -c '^dist-train: rank [0-3] on n[1-4]: PET_NNODES=4 PET_NPROC_PER_NODE=2 PET_RDZV_BACKEND=c10d PET_RDZV_ENDPOINT=n1:[0-9]* PET_RDZV_ID=[0-9]*\.0 PET_MAX_RESTARTS=3 ' "$ERR")" = 4 || show_output
+
+job srun -N2 --ntasks-per-node=1 --dist-train=torchrun,nproc=3 torchrun tr.py
+check "nproc=3: three workers per node" \
+	test "$(grep -c 'TR rank=[0-5] world=6 ' "$OUT")" = 6 || show_output
+
+# Elastic 2:4: lose a node mid-training, finish with the others.
+lose_node() { # NODE...: kill its agent and workers, as a node crash would
+	local n pids
+	for n in "$@"; do
+		pids+=" $(tr ' ' '\n' < "$JOBS/snap.pt.pids.$n")"
+	done
+	kill -9 $pids 2>/dev/null
+}
+wait_for() { # PATTERN FILE SECONDS
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -q "$1" "$2" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+rm -f "$JOBS"/snap.pt*
+timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=60,last_call_timeout=3 \
+	srun --no-kill -N4 --ntasks-per-node=1 -c2 \
+	--dist-train=torchrun,elastic=2:4,restarts=3 \
+	torchrun train_elastic.py --snapshot "$JOBS/snap.pt" --epochs 30 \
+	--epoch-seconds 0.5 > "$OUT" 2> "$ERR" &
+runner=$!
+if wait_for 'epoch 3/30' "$OUT" 120; then
+	lose_node n4
+fi
+wait $runner
+check "elastic 2:4: training finishes after losing node n4" \
+	grep -q 'done: 30 epochs, final world 6' "$OUT" || show_output
+check "... its workers saw the restart and resumed from the snapshot" \
+	test "$(grep -c 'start rank=[0-5] world=6 host=n[1-3] restart=1 requeue=0 epoch=[1-9]' "$OUT")" = 6 || show_output
+
+# Below the minimum: the step ends, and says why.
+rm -f "$JOBS"/snap.pt*
+start=$(date +%s)
+timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=15,last_call_timeout=3 \
+	srun --no-kill -N4 --ntasks-per-node=1 -c2 \
+	--dist-train=torchrun,elastic=3:4,restarts=3 \
+	torchrun train_elastic.py --snapshot "$JOBS/snap.pt" --epochs 60 \
+	--epoch-seconds 0.5 > "$OUT" 2> "$ERR" &
+runner=$!
+if wait_for 'epoch 3/60' "$OUT" 120; then
+	lose_node n3 n4
+fi
+wait $runner
+rc=$? took=$(( $(date +%s) - start ))
+check "elastic 3:4 with 2 nodes left: the step fails, in bounded time (${took} s)" \
+	test $rc != 0 -a "$took" -lt 180
+check "... with a line saying what ends elastic training" \
+	grep -q '^slurmstepd-n[12]: error: dist-train: the torchrun agent failed (exit 1): elastic training stops when fewer than 3 nodes (elastic=3:4) are left to rendezvous' "$ERR" || show_output
+
+job srun -N4 --ntasks-per-node=1 --dist-train=elastic=4:2 torchrun tr.py
+check "elastic=4:2 is refused before launch" \
+	grep -q "dist-train: --dist-train=elastic=4:2: elastic=4:2: the minimum 4 is above the maximum 2" "$ERR" || show_output
+job srun -N4 --ntasks-per-node=1 --dist-train=elastic=2:8 torchrun tr.py
+check "elastic=2:8 on 4 nodes is refused before launch" \
+	grep -q "dist-train: --dist-train=elastic=2:8 asks for up to 8 nodes but the step has 4: use --nodes=8, or elastic=2:4" "$ERR" || show_output
+job srun -N2 --ntasks-per-node=2 --dist-train=torchrun torchrun tr.py
+check "torchrun mode with 2 tasks per node is refused before launch" \
+	grep -q "dist-train: --dist-train=torchrun runs one torchrun agent per node, which starts the processes: use --ntasks-per-node=1" "$ERR" || show_output
+
+# The examples in contrib/, as a user would submit them.
+job_file torchrun.sbatch < "$TOP_SRCDIR/contrib/sbatch/torchrun.sbatch"
+rm -f "$JOBS"/torchrun-*.out
+job sbatch --wait torchrun.sbatch
+check "contrib/sbatch/torchrun.sbatch trains with 8 ranks" \
+	grep -q '^\[default0\]:done: learned y = .* with 8 ranks$' "$JOBS"/torchrun-*.out || diag "$(cat "$JOBS"/torchrun-*.out 2>&1 | tail -20)"
+job_file elastic.sbatch < "$TOP_SRCDIR/contrib/sbatch/elastic.sbatch"
+rm -f "$JOBS"/elastic-*.out "$JOBS"/snapshot-*
+job sbatch --wait elastic.sbatch
+check "contrib/sbatch/elastic.sbatch trains 10 epochs on 4 nodes" \
+	grep -q '^\[default0\]:done: 10 epochs, final world 8$' "$JOBS"/elastic-*.out || diag "$(cat "$JOBS"/elastic-*.out 2>&1 | tail -20)"
+
+finish
