@@ -1,0 +1,65 @@
+#!/bin/bash
+# valgrind memcheck on the dist-train commands: no error, no leak (TAP).
+# Leaks are definite or indirect ones: libraries opened at run time
+# (hwloc) keep what they keep until exit, which is not a leak of ours.
+top_srcdir=${DT_TOP_SRCDIR:-$(dirname "$0")/..}
+top_builddir=${DT_TOP_BUILDDIR:-$top_srcdir}
+dt=$top_builddir/helper/dist-train
+xml=$top_srcdir/tests/topologies/32em64t-2n8c2t-pci-normalio.xml
+
+if [ "${DT_UNIT_ONLY:-0}" = 1 ]; then
+	echo "1..0 # SKIP DT_UNIT_ONLY=1"; exit 0
+fi
+if ! command -v valgrind >/dev/null; then
+	if [ "${DT_REQUIRE_INTEGRATION:-0}" = 1 ]; then
+		echo "1..1"; echo "not ok 1 - valgrind is not installed"; exit 1
+	fi
+	echo "1..0 # SKIP valgrind is not installed"; exit 0
+fi
+
+# A task of a one-task step, as Slurm would describe it: the bootstrap
+# runs for real (rank 0 alone), without PMIx.
+step_env=(SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1
+	  SLURM_STEP_NUM_NODES=1 SLURM_STEP_NUM_TASKS=1 SLURM_NODEID=0
+	  SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_JOB_ID=42 SLURM_STEP_ID=0
+	  PMIX_NAMESPACE=)
+
+# WHERE|EXIT|ARGS: WHERE is "step" (a task of the step above) or "none".
+cases=(
+	"none|0|hostnames x[1-2]y[3-4]z[5-6],n[01-20]"
+	"none|1|hostnames n[1-"
+	"none|0|plan --topology $xml"
+	"none|0|plan --topology $xml --tasks 6 --share-gpus --json"
+	"none|1|plan --topology $xml --tasks 4"
+	"none|0|plan --bind numa"
+	"none|1|exec -- true"
+	"step|0|env --settings=check,nccl,bind=off"
+	"step|0|exec --settings=verbose -- true"
+	"none|2|bogus"
+	"none|0|version"
+)
+echo "1..${#cases[@]}"
+n=0 failed=0
+for c in "${cases[@]}"; do
+	n=$((n + 1))
+	where=${c%%|*} c=${c#*|}
+	want=${c%%|*} args=${c#*|}
+	env=()
+	[ "$where" = step ] && env=("${step_env[@]}")
+	log=$(mktemp)
+	# shellcheck disable=SC2086
+	env -u PMIX_NAMESPACE "${env[@]}" valgrind -q --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+		--suppressions="$top_srcdir/tests/valgrind.supp" \
+		"$dt" $args > /dev/null 2> "$log"
+	rc=$?
+	if [ $rc = "$want" ] && ! grep -q '^==[0-9]*== [^ ]' "$log"; then
+		echo "ok $n - dist-train $args: exit $rc, valgrind clean"
+	else
+		echo "not ok $n - dist-train $args: exit $rc (expected $want)"
+		sed 's/^/# /' "$log" | head -30
+		failed=$((failed + 1))
+	fi
+	rm -f "$log"
+done
+exit $((failed > 0))
