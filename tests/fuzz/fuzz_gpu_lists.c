@@ -1,0 +1,29 @@
+/* GPU and CPU lists from the environment (SLURM_STEP_GPUS, ...). */
+#include "config.h"
+
+#include "fuzz.h"
+#include "../../common/topology.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct dt_gpu gpus[4] = {
+		{ "0000:03:00.0", 0, 0 }, { "0000:04:00.0", 0, 2 },
+		{ "0000:83:00.0", 1, 1 }, { "0000:84:00.0", 1, -1 },
+	};
+	struct dt_machine m = { .gpus = gpus, .ngpus = size % 5 };
+	char *text = fuzz_string(data, size), buf[64];
+	unsigned *ids = NULL;
+	int n;
+
+	n = dt_step_gpus(&m, size % 3 == 0 ? text : NULL,
+			 size % 3 == 1 ? text : NULL, text, &ids, NULL, 0);
+	for (int i = 0; i < n; i++)
+		FUZZ_ASSERT(ids[i] < m.ngpus && (i == 0 || ids[i] > ids[i - 1]));
+	free(ids);
+	n = dt_intlist_parse(text, 4096, &ids);
+	if (n > 0)
+		dt_cpulist_format(ids, (unsigned)n, buf, sizeof(buf));
+	free(ids);
+	free(text);
+	return 0;
+}

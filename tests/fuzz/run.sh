@@ -1,0 +1,71 @@
+#!/bin/bash
+# Fuzz every parser that reads user, environment or network input.
+#
+#   tests/fuzz/run.sh [SECONDS] [HARNESS...]     (default: 60 s each, all)
+#
+# Builds each tests/fuzz/fuzz_*.c with clang's libFuzzer, AddressSanitizer
+# and UndefinedBehaviorSanitizer, and runs it for SECONDS from the committed
+# seed corpus (tests/fuzz/corpus/NAME/; new inputs go to the build folder,
+# not there). First it replays tests/fuzz/regressions/NAME/: every input
+# that once crashed stays a test. A crash leaves its input in the build
+# folder: add it under regressions/NAME/ with the fix. Prints TAP.
+set -uo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${DT_FUZZ_BUILD:-$src/build-fuzz}
+seconds=${1:-60}
+shift || true
+cc=${CLANG:-clang}
+
+command -v "$cc" >/dev/null || { echo "1..0 # SKIP clang is not installed"; exit 0; }
+mkdir -p "$build"
+cat > "$build/config.h" <<EOC
+#define _GNU_SOURCE 1
+#define PACKAGE_VERSION "fuzz"
+EOC
+
+harnesses=("$@")
+if [ ${#harnesses[@]} = 0 ]; then
+	for f in "$src"/tests/fuzz/fuzz_*.c; do
+		harnesses+=("$(basename "$f" .c)")
+	done
+fi
+cores=(binding envp error hostlist layout port rendezvous settings
+       tasks_per_node topology train_env)
+
+echo "1..${#harnesses[@]}"
+n=0 failed=0
+for h in "${harnesses[@]}"; do
+	n=$((n + 1))
+	bin=$build/$h
+	log=$build/$h.log
+	srcs=()
+	for c in "${cores[@]}"; do srcs+=("$src/common/$c.c"); done
+	rm -f "$bin"
+	"$cc" -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=undefined -include "$build/config.h" \
+		-I"$build" -DDT_HELPER_DEFAULT='"/usr/bin/dist-train"' \
+		-DDT_WORKER_LIB_DEFAULT='"/usr/lib/dist-train/dist_train_worker.so"' \
+		"$src/tests/fuzz/$h.c" "${srcs[@]}" -o "$bin" 2> "$log"
+	if [ ! -x "$bin" ]; then
+		echo "not ok $n - $h: does not build"; sed 's/^/# /' "$log"
+		failed=$((failed + 1)); continue
+	fi
+	regressions=("$src/tests/fuzz/regressions/$h"/*)
+	if [ -e "${regressions[0]}" ] && ! "$bin" "${regressions[@]}" > "$log" 2>&1; then
+		echo "not ok $n - $h: a regression input fails again"
+		tail -20 "$log" | sed 's/^/# /'
+		failed=$((failed + 1)); continue
+	fi
+	mkdir -p "$build/corpus/$h"
+	if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+	   -print_final_stats=1 -artifact_prefix="$build/crash-$h-" \
+	   "$build/corpus/$h" "$src/tests/fuzz/corpus/$h" > "$log" 2>&1; then
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+		echo "ok $n - $h: ${runs:-?} inputs in $seconds s, no finding"
+	else
+		echo "not ok $n - $h: a finding, see $log and $build/crash-$h-*"
+		grep -E 'ERROR|SUMMARY|runtime error|\.c:[0-9]+' "$log" | head -10 | sed 's/^/# /'
+		failed=$((failed + 1))
+	fi
+done
+exit $((failed > 0))
