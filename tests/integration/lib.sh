@@ -59,13 +59,19 @@ skip_all() {
 }
 
 require_cluster_tools() {
+	[ "${DT_UNIT_ONLY:-0}" = 1 ] && { echo "1..0 # SKIP DT_UNIT_ONLY=1"; exit 0; }
 	[ "$(id -u)" = 0 ] || skip_all "needs root to start Slurm's daemons"
 	local t
 	for t in slurmctld slurmd munged srun sbatch salloc unshare runuser; do
 		command -v "$t" >/dev/null || skip_all "$t is not installed (tests/run.sh installs it)"
 	done
-	[ -r "$TOP_BUILDDIR/plugin/.libs/dist_train.so" ] ||
-		skip_all "the plugin is not built"
+	if [ "${DT_TEST_INSTALLED:-0}" = 1 ]; then
+		command -v dist-train >/dev/null ||
+			skip_all "DT_TEST_INSTALLED=1, but dist-train is not installed"
+	else
+		[ -r "$TOP_BUILDDIR/plugin/.libs/dist_train.so" ] ||
+			skip_all "the plugin is not built"
+	fi
 }
 
 cluster_stop() {
@@ -85,11 +91,20 @@ _on_exit() {
 # (DT_CLUSTER_RESV_PORTS, ...) pass through.
 cluster_start() {
 	require_cluster_tools
+	# One test cluster at a time: another run waits rather than stopping it.
+	exec 9> "$DT_CLUSTER_DIR.lock"
+	flock -w 3600 9 || skip_all "another test run holds $DT_CLUSTER_DIR.lock"
 	trap _on_exit EXIT
 	trap 'exit 130' INT TERM
-	export DT_CLUSTER_PLUGIN=$TOP_BUILDDIR/plugin/.libs/dist_train.so
-	export DT_CLUSTER_HELPER=$TOP_BUILDDIR/helper/dist-train
-	export DT_CLUSTER_WORKER_LIB=$TOP_BUILDDIR/helper/.libs/dist_train_worker.so
+	# DT_TEST_INSTALLED=1: test the installed package (dt-cluster finds
+	# it) rather than the build tree.
+	if [ "${DT_TEST_INSTALLED:-0}" = 1 ]; then
+		unset DT_CLUSTER_PLUGIN DT_CLUSTER_HELPER DT_CLUSTER_WORKER_LIB
+	else
+		export DT_CLUSTER_PLUGIN=$TOP_BUILDDIR/plugin/.libs/dist_train.so
+		export DT_CLUSTER_HELPER=$TOP_BUILDDIR/helper/dist-train
+		export DT_CLUSTER_WORKER_LIB=$TOP_BUILDDIR/helper/.libs/dist_train_worker.so
+	fi
 	export DT_CLUSTER_PLUGIN_ARGS="$*"
 	local out
 	if ! out=$("$DT_CLUSTER" start 2>&1); then
