@@ -1,0 +1,72 @@
+#!/bin/bash
+# The rules of dist_train(8), section SECURITY, that can be tested: what
+# runs as whom, and what a user can and cannot make the plugin do.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 13
+
+uid=$(id -u "${DT_CLUSTER_USER:-dttest}") gid=$(id -g "${DT_CLUSTER_USER:-dttest}")
+job_file id-helper <<EOF
+#!/bin/sh
+grep -E '^(Uid|Gid|Groups):' /proc/self/status > "$JOBS/helper-ids.\$(hostname).\$\$"
+exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
+EOF
+
+# The one program the plugin runs, the helper, runs as the user: real,
+# effective, saved and filesystem ids alike, no root group.
+rm -f "$JOBS"/helper-ids.*
+set_plugin_args helper="$JOBS/id-helper"
+job srun -N2 -n4 --mpi=pmix --dist-train true
+check "the helper ran, once per task" \
+	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 4 || show_output
+check "... as the user: every uid is $uid" \
+	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Uid:\t$uid\t$uid\t$uid\t$uid$")" = 4
+check "... every gid is $gid" \
+	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Gid:\t$gid\t$gid\t$gid\t$gid$")" = 4
+check "... and no supplementary group is root's" \
+	test "$(cat "$JOBS"/helper-ids.* | grep '^Groups:' | grep -c -w 0)" = 0
+
+# Steps that do not ask for it run nothing of the plugin's.
+rm -f "$JOBS"/helper-ids.*
+job srun -N2 -n4 --mpi=pmix true
+check "without --dist-train the helper does not run" \
+	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 0
+set_plugin_args
+
+# Settings that name programs, libraries, files or ports are the
+# administrator's (plugstack.conf), never a job's.
+for s in helper=/tmp/x topology=/tmp/x.xml worker-lib=/tmp/x.so \
+	 port-range=1024-2047 default=on; do
+	rm -f "$JOBS/ran"
+	job srun -N1 --dist-train="$s" touch ran
+	check "--dist-train=$s is refused before launch" \
+		eval '[ ! -e "$JOBS/ran" ] && grep -q "unknown setting" "$ERR"' || show_output
+done
+
+# A dist-train first on the user's PATH is not the helper the plugin runs.
+mkdir -p "$JOBS/evil"
+cat > "$JOBS/evil/dist-train" <<'EOF'
+#!/bin/sh
+touch "$(dirname "$0")/used"
+exit 1
+EOF
+chmod 0755 "$JOBS/evil" "$JOBS/evil/dist-train"
+rm -f "$JOBS/evil/used"
+job env PATH="$JOBS/evil:/usr/bin:/bin" srun -N2 -n2 --mpi=pmix --dist-train true
+check "the helper's path comes from plugstack.conf, not the user's PATH" \
+	test $? = 0 -a ! -e "$JOBS/evil/used" || show_output
+
+# The worker library goes first in LD_PRELOAD; the user's stays after it.
+job env LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 \
+	srun -N1 --ntasks-per-node=1 --dist-train=torchrun printenv LD_PRELOAD
+check "torchrun mode keeps the user's LD_PRELOAD after the worker library" \
+	grep -qx "$DT_CLUSTER_DIR/lib/dist_train_worker.so:/lib/x86_64-linux-gnu/libm.so.6" "$OUT" || show_output
+
+# An absurd option value is handled, not a crash of srun or slurmstepd.
+long=$(printf 'verbose=no,%.0s' $(seq 1 2000))on
+job srun -N2 -n2 --dist-train="$long" sh -c 'echo "RANK=$RANK"'
+check "a 22 kB --dist-train value works" \
+	test "$(count_lines '^RANK=[01]$')" = 2 || show_output
+
+finish
