@@ -1,10 +1,19 @@
 #!/bin/bash
-# Run every test: install what is needed (Debian 12, as root), build in
-# build/, then `make check`: the CUnit unit tests, the comparison with
-# scontrol, and the integration tests on a real 4-node Slurm cluster that
-# they start and stop themselves.
+# Run every test, on Debian 12 as root:
+#   1. install what is needed (contrib/install-deps.sh);
+#   2. build in build/ with -Werror, then `make check`: the CUnit unit
+#      tests, valgrind on the commands, a short fuzzing run of every
+#      parser, the comparison with scontrol, and the integration tests on
+#      a real 4-node Slurm cluster that they start and stop themselves;
+#   3. the unit tests again, built with AddressSanitizer and UBSan;
+#   4. `make distcheck`: the release tarball builds, installs and
+#      uninstalls cleanly out of tree;
+#   5. the Debian package (contrib/debian): built, installed, tested on the
+#      cluster as installed, removed.
+# It ends with one line: N passed, N failed, N skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+top=$(pwd)
 
 if [ "$(id -u)" != 0 ]; then
 	echo "tests/run.sh: run it as root: it installs packages and starts Slurm's daemons" >&2
@@ -12,18 +21,65 @@ if [ "$(id -u)" != 0 ]; then
 fi
 contrib/install-deps.sh
 autoreconf -fi
+
+pass=0 fail=0 skip=0 rc=0
+step() { echo; echo "=== tests/run.sh: $*"; }
+# tally LOG: add an automake test-suite log's counts to the totals.
+tally() {
+	local n
+	n=$(sed -n 's/^# PASS: *//p' "$1" | head -1); pass=$((pass + ${n:-0}))
+	n=$(sed -n 's/^# FAIL: *//p' "$1" | head -1); fail=$((fail + ${n:-0}))
+	n=$(sed -n 's/^# ERROR: *//p' "$1" | head -1); fail=$((fail + ${n:-0}))
+	n=$(sed -n 's/^# SKIP: *//p' "$1" | head -1); skip=$((skip + ${n:-0}))
+}
+# result NAME COMMAND...: a step that is one test of its own.
+result() {
+	local name=$1
+	shift
+	if "$@"; then
+		pass=$((pass + 1))
+	else
+		echo "tests/run.sh: FAIL: $name" >&2
+		fail=$((fail + 1)) rc=1
+	fi
+}
+
+step "build and make check"
 mkdir -p build
-cd build
-../configure --enable-werror
-make -j"$(nproc)"
-
-# Here a skipped integration test is a failed one.
+(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
+# Here a skipped test is a failed one: everything it needs is installed.
 export DT_REQUIRE_INTEGRATION=1
-rc=0
-make check VERBOSE=1 || rc=$?
+(cd build && make check VERBOSE=1) || rc=1
+tally build/tests/test-suite.log
 
-count() { sed -n "s/^# $1: *//p" tests/test-suite.log | head -1; }
-pass=$(count PASS) fail=$(count FAIL) error=$(count ERROR) skip=$(count SKIP)
+step "unit tests with AddressSanitizer and UndefinedBehaviorSanitizer"
+mkdir -p build-sanitizers
+(cd build-sanitizers && ../configure -q --enable-werror --enable-sanitizers &&
+	make -s -j"$(nproc)" && make check-unit VERBOSE=1) || rc=1
+tally build-sanitizers/tests/test-suite.log
+
+step "make distcheck (unit tests only)"
+result "make distcheck" env DT_UNIT_ONLY=1 make -C build -s distcheck
+
+step "Debian package: build, install, test as installed, remove"
+deb_test() {
+	rm -rf build-deb
+	contrib/debian/build.sh "$top/build-deb" || return 1
+	apt-get install -y -q "$top"/build-deb/dist-train_*.deb || return 1
+	# The package's own files, not the build tree's, on the cluster.
+	local tests="integration/environment.sh integration/pytorch.sh integration/torchrun.sh"
+	DT_TEST_INSTALLED=1 make -C build/tests check VERBOSE=1 TESTS="$tests" \
+		TEST_SUITE_LOG=installed-suite.log
+}
+deb_rc=0
+rm -f build/tests/installed-suite.log
+deb_test || deb_rc=$?
+[ -r build/tests/installed-suite.log ] && tally build/tests/installed-suite.log
+[ -r build/tests/installed-suite.log ] || result "Debian package build and install" false
+[ $deb_rc = 0 ] || rc=1
+dpkg -s dist-train >/dev/null 2>&1 && apt-get purge -y -q dist-train >/dev/null
+
 echo
-echo "${pass:-0} passed, $(( ${fail:-0} + ${error:-0} )) failed, ${skip:-0} skipped"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail = 0 ] || rc=1
 exit $rc
