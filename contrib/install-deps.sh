@@ -10,6 +10,8 @@ PACKAGES=(
 	# the local cluster and the integration tests
 	slurmctld slurmd slurm-client munge hwloc
 	python3 python3-torch
+	# the benchmarks (tests/bench/)
+	time
 	# tests/run.sh's memory checks, fuzzing and package build
 	valgrind clang libclang-rt-14-dev dpkg-dev debhelper
 )

@@ -9,7 +9,13 @@
 set -u
 
 TOP_SRCDIR=${DT_TOP_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# make check sets DT_TOP_BUILDDIR; run by hand, a script finds the build
+# in place or in build/ (where tests/run.sh builds).
 TOP_BUILDDIR=${DT_TOP_BUILDDIR:-$TOP_SRCDIR}
+if [ -z "${DT_TOP_BUILDDIR:-}" ] && [ ! -e "$TOP_SRCDIR/config.status" ] &&
+	[ -e "$TOP_SRCDIR/build/config.status" ]; then
+	TOP_BUILDDIR=$TOP_SRCDIR/build
+fi
 DT_CLUSTER=$TOP_SRCDIR/contrib/cluster/dt-cluster
 export DT_CLUSTER_DIR=${DT_CLUSTER_DIR:-/var/tmp/dist-train-test}
 # Not the port of a cluster started by hand or by the quickstart.
