@@ -7,15 +7,8 @@ top_builddir=${DT_TOP_BUILDDIR:-$top_srcdir}
 dt=$top_builddir/helper/dist-train
 xml=$top_srcdir/tests/topologies/32em64t-2n8c2t-pci-normalio.xml
 
-if [ "${DT_UNIT_ONLY:-0}" = 1 ]; then
-	echo "1..0 # SKIP DT_UNIT_ONLY=1"; exit 0
-fi
-if ! command -v valgrind >/dev/null; then
-	if [ "${DT_REQUIRE_INTEGRATION:-0}" = 1 ]; then
-		echo "1..1"; echo "not ok 1 - valgrind is not installed"; exit 1
-	fi
-	echo "1..0 # SKIP valgrind is not installed"; exit 0
-fi
+. "$top_srcdir/tests/require.sh"
+require_tool valgrind
 
 # A task of a one-task step, as Slurm would describe it: the bootstrap
 # runs for real (rank 0 alone), without PMIx.

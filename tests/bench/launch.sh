@@ -11,9 +11,7 @@
 # srun --mpi=pmix. It starts and stops its own cluster.
 set -u
 reps=${1:-10}
-. "$(dirname "$0")/../integration/lib.sh"
-export DT_CLUSTER_DIR=/var/tmp/dist-train-bench DT_CLUSTER_PORT=17200
-JOBS=$DT_CLUSTER_DIR/jobs OUT=$JOBS/.out ERR=$JOBS/.err
+. "$(dirname "$0")/lib.sh"
 
 cluster_start
 job_file stamp.sh <<'EOF2'

@@ -4,9 +4,7 @@
 #
 #   tests/bench/memory.sh     (root; after building)
 set -u
-. "$(dirname "$0")/../integration/lib.sh"
-export DT_CLUSTER_DIR=/var/tmp/dist-train-bench DT_CLUSTER_PORT=17200
-JOBS=$DT_CLUSTER_DIR/jobs OUT=$JOBS/.out ERR=$JOBS/.err
+. "$(dirname "$0")/lib.sh"
 dt=$TOP_BUILDDIR/helper/dist-train
 xml=$TOP_SRCDIR/tests/topologies/96em64t-4n4d3ca2co-pci.xml
 

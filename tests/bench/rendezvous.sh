@@ -16,9 +16,7 @@
 #   tests/bench/rendezvous.sh [REPETITIONS]     (root; after building)
 set -u
 reps=${1:-3}
-. "$(dirname "$0")/../integration/lib.sh"
-export DT_CLUSTER_DIR=/var/tmp/dist-train-bench DT_CLUSTER_PORT=17200
-JOBS=$DT_CLUSTER_DIR/jobs OUT=$JOBS/.out ERR=$JOBS/.err
+. "$(dirname "$0")/lib.sh"
 
 cluster_start
 job_file init.py <<'EOF2'
