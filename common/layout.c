@@ -255,50 +255,43 @@ int dt_slurm_step_from_env(dt_getenv_fn getenv, void *arg,
 	return 0;
 }
 
+/* The PMIx and Slurm values of the same fact, which must agree. */
+static int pmix_agrees(const char *what, uint32_t pmix, uint32_t slurm,
+		       char *err, size_t errlen)
+{
+	if (pmix == slurm)
+		return 1;
+	dt_errf(err, errlen, "PMIx and Slurm disagree on the %s: PMIx says "
+		"%u, Slurm %u", what, pmix, slurm);
+	return 0;
+}
+
 int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
 			const struct dt_layout *slurm,
 			const struct dt_task_ids *slurm_ids,
 			struct dt_layout *out, char *err, size_t errlen)
 {
-	struct {
-		const char *what;
-		uint32_t pmix, slurm;
-	} pairs[6];
-	size_t n = 0;
-
 	memset(out, 0, sizeof(*out));
 	if (!pmix->rank0_host || !*pmix->rank0_host) {
 		dt_errf(err, errlen, "PMIx does not say which host runs rank 0");
 		return -1;
 	}
 	if (slurm && slurm_ids) {
-		pairs[n].what = "rank (SLURM_PROCID)";
-		pairs[n].pmix = pmix->rank;
-		pairs[n++].slurm = slurm_ids->rank;
-		pairs[n].what = "local rank (SLURM_LOCALID)";
-		pairs[n].pmix = pmix->local_rank;
-		pairs[n++].slurm = slurm_ids->local_rank;
-		pairs[n].what = "number of tasks (SLURM_STEP_NUM_TASKS)";
-		pairs[n].pmix = pmix->world_size;
-		pairs[n++].slurm = slurm->world_size;
-		pairs[n].what = "tasks on this node (SLURM_STEP_TASKS_PER_NODE)";
-		pairs[n].pmix = pmix->local_size;
-		pairs[n++].slurm = slurm->local_size;
-		pairs[n].what = "node id (SLURM_NODEID)";
-		pairs[n].pmix = pmix->node_id;
-		pairs[n++].slurm = slurm->node_rank;
-		pairs[n].what = "number of nodes (SLURM_STEP_NUM_NODES)";
-		pairs[n].pmix = pmix->num_nodes;
-		pairs[n++].slurm = slurm->num_nodes;
-		for (size_t i = 0; i < n; i++) {
-			if (pairs[i].pmix != pairs[i].slurm) {
-				dt_errf(err, errlen, "PMIx and Slurm disagree "
-					"on the %s: PMIx says %u, Slurm %u",
-					pairs[i].what, pairs[i].pmix,
-					pairs[i].slurm);
-				return -1;
-			}
-		}
+		if (!pmix_agrees("rank (SLURM_PROCID)", pmix->rank,
+				 slurm_ids->rank, err, errlen) ||
+		    !pmix_agrees("local rank (SLURM_LOCALID)", pmix->local_rank,
+				 slurm_ids->local_rank, err, errlen) ||
+		    !pmix_agrees("number of tasks (SLURM_STEP_NUM_TASKS)",
+				 pmix->world_size, slurm->world_size, err,
+				 errlen) ||
+		    !pmix_agrees("tasks on this node (SLURM_STEP_TASKS_PER_NODE)",
+				 pmix->local_size, slurm->local_size, err,
+				 errlen) ||
+		    !pmix_agrees("node id (SLURM_NODEID)", pmix->node_id,
+				 slurm->node_rank, err, errlen) ||
+		    !pmix_agrees("number of nodes (SLURM_STEP_NUM_NODES)",
+				 pmix->num_nodes, slurm->num_nodes, err, errlen))
+			return -1;
 		if (slurm->master_addr &&
 		    strcmp(slurm->master_addr, pmix->rank0_host)) {
 			dt_errf(err, errlen, "PMIx and Slurm disagree on the "
