@@ -30,6 +30,20 @@ struct hwloc_api {
 	int (*bitmap_next)(hwloc_const_bitmap_t, int);
 	int (*bitmap_isset)(hwloc_const_bitmap_t, unsigned);
 	int (*bitmap_weight)(hwloc_const_bitmap_t);
+	/* hwloc >= 2.1; NULL before. */
+	int (*topology_set_components)(hwloc_topology_t, unsigned long,
+				       const char *);
+};
+
+/*
+ * Discovery components that would open GPU or display libraries (CUDA,
+ * NVML, OpenCL, ROCm SMI, Level Zero, X11). In slurmstepd that would
+ * initialise a GPU driver in the process the tasks are forked from, or
+ * wait on a display; GPUs are found from PCI alone, NICs by the Linux
+ * component.
+ */
+static const char *const skipped_components[] = {
+	"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl",
 };
 
 static struct hwloc_api hw;
@@ -71,6 +85,8 @@ static int load_hwloc(char *err, size_t errlen)
 	RESOLVE(bitmap_isset);
 	RESOLVE(bitmap_weight);
 #undef RESOLVE
+	*(void **)(&hw.topology_set_components) =
+		dlsym(lib, "hwloc_topology_set_components");
 	return 0;
 }
 
@@ -346,6 +362,11 @@ int dt_machine_load(const char *xml, const char *alloc_cores,
 	}
 	/* GPUs and NICs are I/O devices: hwloc skips those by default. */
 	hw.topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	for (size_t i = 0; hw.topology_set_components &&
+	     i < sizeof(skipped_components) / sizeof(skipped_components[0]); i++)
+		hw.topology_set_components(topo,
+					   HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+					   skipped_components[i]);
 	if (xml && hw.topology_set_xml(topo, xml) < 0) {
 		dt_errf(err, errlen, "cannot read the topology file %s", xml);
 		goto out;

@@ -13,7 +13,7 @@ PACKAGES=(
 	# the benchmarks (tests/bench/)
 	time
 	# tests/run.sh's memory checks, fuzzing and package build
-	valgrind clang libclang-rt-14-dev dpkg-dev debhelper
+	valgrind strace clang libclang-rt-14-dev dpkg-dev debhelper
 )
 
 if [ "$(id -u)" != 0 ]; then
