@@ -155,6 +155,13 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		goto out;
 	}
 	got = read_all(fds[0], deadline, &records, &len);
+	if (got < 0 && now_ms() < deadline) {
+		/* Not a result: no reason to wait for the rest of it. */
+		reap(pid, 0, &status);
+		snprintf(err, errlen, "the helper %s sent no readable result",
+			 cfg->helper);
+		goto out;
+	}
 	if (reap(pid, deadline, &status) < 0 || got < 0) {
 		snprintf(err, errlen, "the helper %s did not finish within "
 			 "%u s", cfg->helper, wait_s);

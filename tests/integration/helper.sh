@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 10
+plan 11
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -65,6 +65,19 @@ set_plugin_args helper="$JOBS/not-executable"
 job srun -N1 -n1 --mpi=pmix --dist-train true
 check "a helper that cannot be executed: the same, with the reason" \
 	grep -q "^dist-train: error: cannot run the helper $JOBS/not-executable: Permission denied;" "$ERR" || show_output
+
+# A helper that floods its result and then hangs is stopped at once.
+job_file flooding-helper <<'EOF2'
+#!/bin/sh
+head -c 2000000 /dev/zero >&3
+exec sleep 600
+EOF2
+set_plugin_args helper="$JOBS/flooding-helper"
+start=$(date +%s)
+job srun -N1 -n1 --mpi=pmix --dist-train true
+rc=$? took=$(( $(date +%s) - start ))
+check "a helper that floods its result is stopped at once (${took} s)" \
+	eval '[ $rc != 0 ] && [ $took -lt 60 ] && grep -q "^dist-train: error: the helper $JOBS/flooding-helper sent no readable result" "$ERR"' || show_output
 
 set_plugin_args helper=dist-train
 job srun -N1 --dist-train true
