@@ -18,27 +18,27 @@
 #include "../common/envp.h"
 #include "../common/train_env.h"
 
-/* Workers per node: nproc=, else one per GPU, else --cpus-per-task. */
+/*
+ * Workers per node: nproc=, else one per GPU, else --cpus-per-task. The
+ * step's GPUs (dt_step_gpus) go to *GPUS, the caller's to free.
+ */
 static int workers_per_node(const struct plugin_state *st, char **envp,
-			    unsigned *gpus_out, unsigned *ngpus, char *err,
+			    unsigned **gpus, unsigned *ngpus, char *err,
 			    size_t errlen)
 {
-	unsigned *gpus = NULL;
 	int n = 0;
 
+	*gpus = NULL;
 	*ngpus = 0;
 	if (st->have_machine) {
 		n = dt_step_gpus(&st->machine,
 				 dt_envp_get(envp, "SLURM_STEP_GPUS"),
 				 dt_envp_get(envp, "SLURM_JOB_GPUS"),
-				 dt_envp_get(envp, "CUDA_VISIBLE_DEVICES"), &gpus,
+				 dt_envp_get(envp, "CUDA_VISIBLE_DEVICES"), gpus,
 				 err, errlen);
 		if (n < 0)
 			return -1;
 		*ngpus = (unsigned)n;
-		if (gpus_out)
-			memcpy(gpus_out, gpus, (size_t)n * sizeof(*gpus));
-		free(gpus);
 	}
 	if (st->step.nproc)
 		return (int)st->step.nproc;
@@ -124,12 +124,7 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 		dt_layout_rank0_error(st->distribution, err, errlen);
 		return -1;
 	}
-	if (st->have_machine &&
-	    !(gpus = calloc(st->machine.ngpus + 1, sizeof(*gpus)))) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	nproc = workers_per_node(st, envp, gpus, &ngpus, err, errlen);
+	nproc = workers_per_node(st, envp, &gpus, &ngpus, err, errlen);
 	if (nproc < 0)
 		goto out;
 	memset(&req, 0, sizeof(req));
