@@ -16,7 +16,7 @@
 #include "../common/envp.h"
 #include "../common/train_env.h"
 
-/* One line on the task's stderr, and the same in the node's log. */
+/* One line on the task's stderr, which srun shows. */
 static void task_message(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
@@ -138,17 +138,25 @@ apply:
 set:
 	if (apply(sp, &env) < 0)
 		goto out;
+	/*
+	 * spank_setenv may move the task's environment array and free the
+	 * old one (Slurm 24.11 does; 22.05 happened not to), so ENVP is not
+	 * to be read past this point: get it again.
+	 */
+	envp = NULL;
 
 	if (st->step.verbose) {
 		size_t len = dt_env_describe(&env, NULL, 0) + 1;
+		const char *node = NULL;
 
+		if (spank_get_item(sp, S_JOB_ENV, &envp) == ESPANK_SUCCESS)
+			node = dt_envp_get(envp, "SLURMD_NODENAME");
 		line = malloc(len);
 		if (line) {
 			dt_env_describe(&env, line, len);
 			task_message("rank %u on %s: %s%s%s", rank,
-				     dt_envp_get(envp, "SLURMD_NODENAME") ?
-				     dt_envp_get(envp, "SLURMD_NODENAME") : "?",
-				     line, notes[0] ? " | " : "", notes);
+				     node ? node : "?", line,
+				     notes[0] ? " | " : "", notes);
 		}
 	}
 	rc = 0;

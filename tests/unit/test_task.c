@@ -1,0 +1,231 @@
+/*
+ * plugin/task.c, the task context, against a mock of slurmstepd's SPANK
+ * calls whose spank_setenv moves the environment array on every call, as
+ * Slurm is free to do (24.11 does: a task once read the old, freed array
+ * and died in strncmp). The old arrays are kept, their entries replaced,
+ * so that a stale read shows in every build, not only under a sanitizer.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "../../plugin/task.c"
+#include "../../common/binding.h"
+
+/* ---- the mock slurmstepd ---------------------------------------------- */
+
+#define MAX_ENV 128
+#define MAX_MOVES 128
+
+static char *task_env[MAX_ENV + 1];
+static char **current_env;
+static char **moved_away[MAX_MOVES];
+static unsigned moves;
+static char stale_entry[] = "STALE=this array was moved by spank_setenv";
+
+static struct plugin_state mock_state;
+
+struct plugin_state *plugin_state(void)
+{
+	return &mock_state;
+}
+
+int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
+		     struct dt_env *out, char *err, size_t errlen)
+{
+	(void)cfg, (void)envp, (void)out;
+	snprintf(err, errlen, "the helper is not part of this test");
+	return -1;
+}
+
+int torchrun_task_env(const struct plugin_state *st, char **envp,
+		      const char *step_id, struct dt_env *env, char *notes,
+		      size_t notes_len, char *err, size_t errlen)
+{
+	(void)st, (void)envp, (void)step_id, (void)env, (void)notes;
+	(void)notes_len;
+	snprintf(err, errlen, "torchrun mode is not part of this test");
+	return -1;
+}
+
+/* A copy of the environment in a new array; the old one is spoiled. */
+static void move_env(void)
+{
+	size_t n = 0;
+	char **fresh;
+
+	while (current_env[n])
+		n++;
+	fresh = calloc(MAX_ENV + 1, sizeof(*fresh));
+	CU_ASSERT_FATAL(fresh != NULL && moves < MAX_MOVES);
+	memcpy(fresh, current_env, n * sizeof(*fresh));
+	for (size_t i = 0; i < n; i++)
+		current_env[i] = stale_entry;
+	if (current_env != task_env)
+		moved_away[moves++] = current_env;
+	current_env = fresh;
+}
+
+spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
+{
+	va_list ap;
+	spank_err_t rc = ESPANK_SUCCESS;
+
+	(void)sp;
+	va_start(ap, item);
+	switch (item) {
+	case S_TASK_GLOBAL_ID:
+		*va_arg(ap, uint32_t *) = 0;
+		break;
+	case S_TASK_ID:
+		*va_arg(ap, int *) = 0;
+		break;
+	case S_JOB_ENV:
+		*va_arg(ap, char ***) = current_env;
+		break;
+	default:
+		rc = ESPANK_BAD_ARG;
+	}
+	va_end(ap);
+	return rc;
+}
+
+spank_err_t spank_setenv(spank_t sp, const char *var, const char *val,
+			 int overwrite)
+{
+	size_t n = 0;
+
+	(void)sp, (void)overwrite;
+	move_env();
+	while (current_env[n])
+		n++;
+	CU_ASSERT_FATAL(n < MAX_ENV);
+	CU_ASSERT_FATAL(asprintf(&current_env[n], "%s=%s", var, val) > 0);
+	return ESPANK_SUCCESS;
+}
+
+spank_err_t spank_unsetenv(spank_t sp, const char *var)
+{
+	(void)sp, (void)var;
+	move_env();
+	return ESPANK_SUCCESS;
+}
+
+const char *spank_strerror(spank_err_t err)
+{
+	(void)err;
+	return "mock error";
+}
+
+/* ---- the tests -------------------------------------------------------- */
+
+static void setup_task(void)
+{
+	static char *const base[] = {
+		"SLURMD_NODENAME=n7", "SLURM_PROCID=0", "SLURM_LOCALID=0",
+		"PATH=/usr/bin:/bin", NULL,
+	};
+
+	memset(task_env, 0, sizeof(task_env));
+	memcpy(task_env, base, sizeof(base));
+	current_env = task_env;
+	moves = 0;
+
+	memset(&mock_state, 0, sizeof(mock_state));
+	dt_config_init(&mock_state.step);
+	mock_state.step.enabled = true;
+	mock_state.step.verbose = true;
+	mock_state.step.use_pmix = false;
+	mock_state.step.bind = DT_BIND_OFF;
+	mock_state.node_active = true;
+	mock_state.job_id = 42;
+	mock_state.step_id = 0;
+	mock_state.layout.source = DT_RANKS_FROM_SLURM;
+	mock_state.layout.num_nodes = 1;
+	mock_state.layout.world_size = 1;
+	mock_state.layout.local_size = 1;
+	mock_state.layout.max_local_size = 1;
+	mock_state.layout.master_addr = "n7";
+	mock_state.layout.nodes = "n7";
+	mock_state.ports.count = 2;
+	mock_state.ports.port[0] = 20001;
+	mock_state.ports.port[1] = 20002;
+}
+
+static void teardown_task(void)
+{
+	/* The arrays moved away, then the values spank_setenv made: the
+	 * entries past the base four of the current array. */
+	for (unsigned i = 0; i < moves; i++)
+		free(moved_away[i]);
+	for (size_t j = 4; current_env[j]; j++)
+		free(current_env[j]);
+	if (current_env != task_env)
+		free(current_env);
+}
+
+/* Run task_init with its stderr captured into OUT. */
+static int run_task_init(char *out, size_t len)
+{
+	FILE *capture = tmpfile();
+	int saved, rc;
+	size_t n;
+
+	CU_ASSERT_FATAL(capture != NULL);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	CU_ASSERT_FATAL(saved >= 0);
+	dup2(fileno(capture), STDERR_FILENO);
+	rc = task_init(NULL);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(capture);
+	n = fread(out, 1, len - 1, capture);
+	out[n] = '\0';
+	fclose(capture);
+	return rc;
+}
+
+static const char *env_value(const char *name)
+{
+	return dt_envp_get(current_env, name);
+}
+
+static void test_environment_set(void)
+{
+	char out[8192];
+
+	setup_task();
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	CU_ASSERT(moves > 1);
+	CU_ASSERT_STRING_EQUAL(env_value("RANK"), "0");
+	CU_ASSERT_STRING_EQUAL(env_value("WORLD_SIZE"), "1");
+	CU_ASSERT_STRING_EQUAL(env_value("MASTER_ADDR"), "n7");
+	CU_ASSERT_STRING_EQUAL(env_value("MASTER_PORT"), "20001");
+	teardown_task();
+}
+
+/* The verbose line names the node: read from the array as it is now. */
+static void test_verbose_reads_the_moved_environment(void)
+{
+	char out[8192];
+
+	setup_task();
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "dist-train: rank 0 on n7: "));
+	if (!strstr(out, "rank 0 on n7: "))
+		fprintf(stderr, "task_init said: %s\n", out);
+	teardown_task();
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_environment_set),
+	UNIT_TEST(test_verbose_reads_the_moved_environment),
+};
+
+UNIT_MAIN("task", tests)
