@@ -1,19 +1,26 @@
 #!/bin/bash
 # Install what dist-train needs to build, test, and run the local test
-# cluster, on Debian 12 as root. Packages already present are not touched.
+# cluster, as root, on Debian 12 (bookworm), 13 (trixie) or unstable (sid):
+# every name below exists in all three, so that a minimal root of any of
+# them (debootstrap --variant=minbase) gets all it uses. Packages already
+# present are not touched.
 set -euo pipefail
 
 PACKAGES=(
-	# build
-	gcc make autoconf automake libtool pkg-config
+	# build (build-essential: a minimal root has no compiler, make or
+	# dpkg-dev)
+	build-essential autoconf automake libtool pkg-config
 	libslurm-dev libhwloc-dev libpmix-dev libcunit1-dev
 	# the local cluster and the integration tests
 	slurmctld slurmd slurm-client munge hwloc
 	python3 python3-torch
+	hostname procps
 	# the benchmarks (tests/bench/)
 	time
 	# tests/run.sh's memory checks, fuzzing and package build
-	valgrind strace clang libclang-rt-14-dev dpkg-dev debhelper
+	# (libclang-rt-dev: the sanitizer and fuzzer runtimes of the suite's
+	# default clang, whatever its version)
+	valgrind strace clang libclang-rt-dev dpkg-dev debhelper
 )
 
 if [ "$(id -u)" != 0 ]; then
