@@ -229,7 +229,7 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 {
 	const char *s = hl->text;
 	struct dt_token t;
-	size_t ngroups = 0, pos, text_start, last_close = 0;
+	size_t ngroups = 0, pos, text_start;
 	uint64_t count = 1;
 	size_t max_len = 0;
 
@@ -249,7 +249,6 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 				return -1;
 			}
 			ngroups++;
-			last_close = close;
 			pos = close;
 		} else if (s[pos] == ']') {
 			dt_errf(err, errlen, "']' without a matching '[' "
@@ -262,12 +261,11 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 			return -1;
 		}
 	}
-	if (ngroups && last_close + 1 != end) {
-		dt_errf(err, errlen, "text after the last ']' in '%.*s' "
-			  "(Slurm 22.05 rejects it too)",
-			  (int)(end - start), s + start);
-		return -1;
-	}
+	/*
+	 * Text after the last ']' is a suffix of every host ("n[1-3].ib"):
+	 * Slurm 24.11 and later expand such lists and write them for nodes
+	 * named so; 22.05 refuses them, and never writes one.
+	 */
 
 	t.ngroups = ngroups;
 	t.text_off = calloc(ngroups + 1, sizeof(*t.text_off));

@@ -4,6 +4,16 @@
 Every list scontrol expands must expand identically; every list scontrol
 calls invalid must be refused. Lists are a fixed corpus plus random ones
 from a seeded generator (DT_HOSTLIST_SEED, DT_HOSTLIST_COUNT).
+
+Where Slurm's releases differ, dist-train takes one side on every release,
+and this test says which lists it met of each kind:
+- a suffix after the last ']' ("n[1-3].ib"): Slurm 24.11 and later expand
+  it (and write such lists for nodes so named); 22.05 calls it invalid.
+  dist-train expands it on every release: on 22.05 its expansion is
+  checked against the rule instead of scontrol.
+- a ']' with no '[' before it ("n[1-2]]"): 24.11 and later keep it as a
+  character of the host names ("n1]"); 22.05 calls it invalid. No node
+  can be named so; dist-train refuses it on every release.
 """
 import os
 import random
@@ -89,6 +99,39 @@ def slurm_drops_silently(hl):
     return False
 
 
+def has_suffix(hl):
+    """Whether a token has text after its last ']' (and no stray ']')."""
+    return any("]" in tok and not tok.endswith("]") and not stray_bracket(tok)
+               for tok in tokens_of(hl))
+
+
+def stray_bracket(tok):
+    depth = 0
+    for c in tok:
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            if not depth:
+                return True
+            depth -= 1
+    return False
+
+
+def expected_with_suffix(dist_train, hl):
+    """Our expansion of HL checked by rule: each token with a suffix
+    expands as the token without it, with the suffix on every host."""
+    hosts = []
+    for tok in tokens_of(hl):
+        cut = tok.rfind("]") + 1
+        base, suffix = (tok[:cut], tok[cut:]) if cut else (tok, "")
+        r = subprocess.run([dist_train, "hostnames", base],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return None
+        hosts += [h + suffix for h in r.stdout.split()]
+    return "".join(h + "\n" for h in hosts)
+
+
 def main():
     dist_train = sys.argv[1]
     seed = int(os.environ.get("DT_HOSTLIST_SEED", "20261122"))
@@ -103,17 +146,30 @@ def main():
                     "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n")
         env = dict(os.environ, SLURM_CONF=conf)
         failures, agreed, refused, dropped = [], 0, 0, 0
+        suffix_22, stray = 0, 0
         for hl in lists:
             ref = subprocess.run(["scontrol", "show", "hostnames", hl],
                                  env=env, capture_output=True, text=True)
             ours = subprocess.run([dist_train, "hostnames", hl],
                                   capture_output=True, text=True)
-            if slurm_drops_silently(hl):
+            slurm_refused = "Invalid hostlist" in ref.stderr + ref.stdout
+            if any(stray_bracket(t) for t in tokens_of(hl)):
+                # Refused here on every release (see above).
+                stray += 1
+                if ours.returncode == 0:
+                    failures.append(f"{hl!r}: a stray ']' was accepted")
+            elif slurm_drops_silently(hl):
                 dropped += 1
                 if ours.returncode == 0:
                     failures.append(f"{hl!r}: a bad range scontrol drops "
                                     f"silently was accepted")
-            elif "Invalid hostlist" in ref.stderr + ref.stdout:
+            elif slurm_refused and has_suffix(hl) and ours.returncode == 0:
+                # Slurm 22.05: no suffixes; expanded here by the rule.
+                suffix_22 += 1
+                if ours.stdout != expected_with_suffix(dist_train, hl):
+                    failures.append(f"{hl!r}: suffix expansion "
+                                    f"{ours.stdout[:120]!r} breaks the rule")
+            elif slurm_refused:
                 refused += 1
                 if ours.returncode == 0:
                     failures.append(f"{hl!r}: scontrol refuses it, we "
@@ -131,7 +187,10 @@ def main():
     status = "ok" if not failures else "not ok"
     print(f"{status} 1 - {len(lists)} lists (seed {seed}): {agreed} "
           f"expanded identically, {refused} refused by both, {dropped} "
-          f"refused here that scontrol silently truncates")
+          f"refused here that scontrol silently truncates, {suffix_22} "
+          f"with a suffix that this scontrol refuses (22.05) and newer "
+          f"Slurm expands, {stray} with a stray ']' refused here that "
+          f"newer scontrol keeps in host names")
     for f in failures[:20]:
         print(f"# {f}")
     return 0 if not failures else 1

@@ -84,10 +84,10 @@ static void test_several_groups(void)
 	CU_ASSERT_STRING_EQUAL(expand("x[1-2]y[3-4]z[5-6]"),
 			       "x1y3z5 x1y3z6 x2y3z5 x2y3z6 "
 			       "x1y4z5 x1y4z6 x2y4z5 x2y4z6");
+	/* Three groups and a suffix: as scontrol 24.11 orders them. */
 	CU_ASSERT_STRING_EQUAL(expand("w[1-2]x[3-4]y[5-6]z7"),
-			       "ERR: text after the last ']' in "
-			       "'w[1-2]x[3-4]y[5-6]z7' (Slurm 22.05 rejects "
-			       "it too)");
+			       "w1x3y5z7 w1x3y6z7 w2x3y5z7 w2x3y6z7 "
+			       "w1x4y5z7 w1x4y6z7 w2x4y5z7 w2x4y6z7");
 	CU_ASSERT_STRING_EQUAL(expand("w[1-2]x[3-4]y[5-6]z[7]"),
 			       "w1x3y5z7 w2x3y5z7 w1x4y5z7 w2x4y5z7 "
 			       "w1x3y6z7 w2x3y6z7 w1x4y6z7 w2x4y6z7");
@@ -112,9 +112,10 @@ static void test_rejects_what_slurm_rejects(void)
 	CU_ASSERT_STRING_EQUAL(expand("n[a-b]"),
 			       "ERR: bad range 'a-b' in '[a-b]': expected a "
 			       "number");
-	CU_ASSERT_STRING_EQUAL(expand("n[1-3].ib"),
-			       "ERR: text after the last ']' in 'n[1-3].ib' "
-			       "(Slurm 22.05 rejects it too)");
+	/* A suffix: Slurm 24.11 and later (22.05 refuses it). */
+	CU_ASSERT_STRING_EQUAL(expand("n[1-3].ib"), "n1.ib n2.ib n3.ib");
+	CU_ASSERT_STRING_EQUAL(expand("r[1-2]n[08-09]-ib0,x"),
+			       "r1n08-ib0 r1n09-ib0 r2n08-ib0 r2n09-ib0 x");
 	CU_ASSERT_STRING_EQUAL(expand("n[1-2]]"),
 			       "ERR: ']' without a matching '[' in 'n[1-2]]'");
 	/* 65536 hosts in one range is Slurm's limit; 65537 is refused. */
