@@ -48,6 +48,41 @@ static const char *const skipped_components[] = {
 
 static struct hwloc_api hw;
 
+/*
+ * Blacklisting a component only stops its discovery: its plugin file is
+ * still opened, with the GPU libraries it links, by every topology_init
+ * that finds no topology alive (hwloc 2.12 and 2.15 as Debian builds
+ * them load libze_loader that way; 2.9 shipped no such plugin). Only
+ * HWLOC_PLUGINS_BLACKLIST, read at that moment, keeps the files closed.
+ * It is set once, before the first topology, and added to a value the
+ * process already has.
+ */
+static void blacklist_gpu_plugins(void)
+{
+	static const char plugins[] = "hwloc_cuda,hwloc_nvml,hwloc_opencl,"
+				      "hwloc_rsmi,hwloc_levelzero,hwloc_gl";
+	static int done;
+	const char *old;
+	char *both;
+
+	if (done)
+		return;
+	done = 1;
+	old = getenv("HWLOC_PLUGINS_BLACKLIST");
+	if (!old || !*old) {
+		setenv("HWLOC_PLUGINS_BLACKLIST", plugins, 1);
+		return;
+	}
+	if (strstr(old, plugins))
+		return;
+	both = malloc(strlen(old) + sizeof(plugins) + 1);
+	if (!both)
+		return;
+	sprintf(both, "%s,%s", old, plugins);
+	setenv("HWLOC_PLUGINS_BLACKLIST", both, 1);
+	free(both);
+}
+
 static int load_hwloc(char *err, size_t errlen)
 {
 	static void *lib;
@@ -356,6 +391,7 @@ int dt_machine_load(const char *xml, const char *alloc_cores,
 	memset(out, 0, sizeof(*out));
 	if (load_hwloc(err, errlen) < 0)
 		return -1;
+	blacklist_gpu_plugins();
 	if (hw.topology_init(&topo) < 0) {
 		dt_errf(err, errlen, "hwloc cannot start");
 		return -1;
