@@ -1,5 +1,14 @@
 #!/bin/bash
-# Run every test, on Debian 12 as root:
+# Run every test, as root, on this machine's stack or on another Slurm
+# generation's:
+#
+#   tests/run.sh                  this machine's Debian (12, 13 or unstable)
+#   tests/run.sh --stack=SUITE    in a Debian root of SUITE (bookworm,
+#                                 trixie, sid) made by tests/stack-root.sh,
+#                                 in its own namespaces, with its own cluster
+#   tests/run.sh --stack=all      every supported stack, then a summary
+#
+# On one stack it does:
 #   1. install what is needed (contrib/install-deps.sh);
 #   2. build in build/ with -Werror, then `make check`: the CUnit unit
 #      tests, valgrind on the commands, a short fuzzing run of every
@@ -19,6 +28,36 @@ if [ "$(id -u)" != 0 ]; then
 	echo "tests/run.sh: run it as root: it installs packages and starts Slurm's daemons" >&2
 	exit 1
 fi
+
+# This machine's suite: bookworm, trixie, or sid (whose os-release names
+# the next release, with no VERSION_ID).
+host_suite() {
+	. /etc/os-release
+	case ${VERSION_ID:-} in
+	12) echo bookworm ;;
+	13) echo trixie ;;
+	"") echo sid ;;
+	*) echo "${VERSION_CODENAME:-unknown}" ;;
+	esac
+}
+
+stack=
+for arg in "$@"; do
+	case $arg in
+	--stack=*) stack=${arg#--stack=} ;;
+	*) echo "tests/run.sh: unknown argument '$arg'; usage: tests/run.sh [--stack=bookworm|trixie|sid|all]" >&2
+	   exit 2 ;;
+	esac
+done
+case $stack in
+"" | "$(host_suite)") ;;
+all) exec tests/stacks.sh ;;
+bookworm | trixie | sid)
+	tests/stack-root.sh prepare "$stack"
+	exec tests/stack-root.sh enter "$stack" tests/run.sh ;;
+*) echo "tests/run.sh: unknown stack '$stack'; valid: bookworm, trixie, sid, all" >&2
+   exit 2 ;;
+esac
 contrib/install-deps.sh
 autoreconf -fi
 

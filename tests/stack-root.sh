@@ -1,0 +1,154 @@
+#!/bin/bash
+# The Debian roots that tests/run.sh --stack=SUITE runs the tests in: one
+# per Slurm generation the project supports (see README "Supported
+# versions"), made with debootstrap, cached between runs on one machine.
+#
+#   tests/stack-root.sh prepare SUITE   make or refresh the root, install
+#                                       what contrib/install-deps.sh names
+#   tests/stack-root.sh enter SUITE CMD run CMD in the root, in its own
+#                                       mount, UTS and PID namespaces
+#   tests/stack-root.sh path SUITE      print where the root is
+#
+# Settings (environment):
+#   DT_STACK_CACHE   where roots live [/var/cache/dist-train/stacks]
+#   DT_STACK_MIRROR  the Debian archive [http://deb.debian.org/debian]
+#
+# A root is refreshed (apt-get upgrade) at most once a day, so that a
+# second run on the same machine starts in seconds; a new machine makes
+# its roots in 3 to 5 minutes each.
+set -euo pipefail
+
+CACHE=${DT_STACK_CACHE:-/var/cache/dist-train/stacks}
+MIRROR=${DT_STACK_MIRROR:-http://deb.debian.org/debian}
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+die() { echo "stack-root: $*" >&2; exit 1; }
+say() { echo "stack-root: $*" >&2; }
+
+suite_ok() {
+	case $1 in
+	bookworm | trixie | sid) return 0 ;;
+	*) die "unknown suite '$1'; valid: bookworm, trixie, sid" ;;
+	esac
+}
+
+# Run CMD inside ROOT with /proc, /dev and /sys, for apt and dpkg: in a
+# mount namespace of its own, so that nothing stays mounted afterwards.
+in_root() {
+	local root=$1
+	shift
+	unshare -m --propagation private -- sh -c '
+		root=$1; shift
+		mount -t proc proc "$root/proc" &&
+		mount --rbind /dev "$root/dev" &&
+		mount --rbind /sys "$root/sys" &&
+		exec chroot "$root" "$@"' sh "$root" "$@"
+}
+
+cmd_prepare() {
+	local suite=$1 root=$CACHE/$1 stamp
+	suite_ok "$suite"
+	[ "$(id -u)" = 0 ] || die "prepare needs root (debootstrap, chroot)"
+	command -v debootstrap >/dev/null || {
+		say "installing debootstrap"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null ||
+			{ apt-get update -q >/dev/null &&
+			  DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null; } ||
+			die "cannot install debootstrap"
+	}
+	mkdir -p "$CACHE"
+	if [ ! -e "$root/.dt-root-complete" ]; then
+		say "making a $suite root in $root (debootstrap)"
+		rm -rf "$root.new"
+		debootstrap --variant=minbase "$suite" "$root.new" "$MIRROR" \
+			> "$CACHE/$suite.debootstrap.log" 2>&1 ||
+			die "debootstrap $suite failed: see $CACHE/$suite.debootstrap.log"
+		echo "deb $MIRROR $suite main" > "$root.new/etc/apt/sources.list"
+		# The archive may be a snapshot whose Release files have expired.
+		echo 'Acquire::Check-Valid-Until "false";' \
+			> "$root.new/etc/apt/apt.conf.d/99dist-train-stack"
+		# Installing slurmd or munge must not start daemons in the root.
+		printf '#!/bin/sh\nexit 101\n' > "$root.new/usr/sbin/policy-rc.d"
+		chmod 0755 "$root.new/usr/sbin/policy-rc.d"
+		rm -rf "$root"
+		mv "$root.new" "$root"
+		touch "$root/.dt-root-complete"
+	fi
+	cp /etc/resolv.conf "$root/etc/resolv.conf"
+	# The root's own host name (enter sets it) resolves inside it.
+	printf '127.0.0.1\tlocalhost\n127.0.0.2\tdt-%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+		"$suite" > "$root/etc/hosts"
+	# The package list is the tree's: copy it in and install what is new.
+	install -m 0755 "$top/contrib/install-deps.sh" "$root/usr/local/sbin/dt-install-deps"
+	stamp=$root/.dt-upgraded-$(date +%Y%m%d)
+	if [ ! -e "$stamp" ]; then
+		say "updating the $suite root"
+		in_root "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -y -q upgrade' \
+			> "$CACHE/$suite.apt.log" 2>&1 ||
+			die "$suite: apt-get update/upgrade failed: see $CACHE/$suite.apt.log"
+		rm -f "$root"/.dt-upgraded-*
+		touch "$stamp"
+	fi
+	in_root "$root" /usr/local/sbin/dt-install-deps >> "$CACHE/$suite.apt.log" 2>&1 ||
+		die "$suite: installing the packages failed (the suite's archive may be broken today): $(grep -E '^(E:|  )' "$CACHE/$suite.apt.log" | tail -n 5 | tr '\n' ' ')"
+	say "$suite root ready: Slurm $(in_root "$root" dpkg-query -W -f='${Version}' slurmd)"
+}
+
+# Copy the tree (the files git knows and untracked ones it does not
+# ignore; or everything but build folders) to /src/dist-train in the root.
+copy_tree() {
+	local root=$1 dest=$1/src/dist-train
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$top" && git ls-files -z --cached --others --exclude-standard |
+			xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+			tar --null -T - -cf -) | tar -xf - -C "$dest"
+	else
+		(cd "$top" && tar --exclude='./build*' -cf - .) | tar -xf - -C "$dest"
+	fi
+}
+
+cmd_enter() {
+	local suite=$1 root=$CACHE/$1
+	shift
+	suite_ok "$suite"
+	[ -e "$root/.dt-root-complete" ] || die "no $suite root: run $0 prepare $suite"
+	[ $# -gt 0 ] || set -- bash
+	copy_tree "$root"
+	# Own mount, UTS, PID and network namespaces: the root's daemons see
+	# only each other, all of them end with the command, and its test
+	# cluster's addresses and ports are its own, so that stacks can run
+	# side by side. The root is made a mount point so that dt-cluster's
+	# per-node namespaces can make their mounts private inside it.
+	# Slurm resolves its own listening address with AI_ADDRCONFIG, which
+	# glibc fails when the only IPv4 address is 127.0.0.1 (slurmctld
+	# 24.11: "getaddrinfo((null):17000)", then fatal): lo gets a second
+	# loopback address. bash stays PID 1 and reaps orphans (daemons
+	# killed by dt-cluster), which would otherwise stay zombies that
+	# kill -0 still finds.
+	unshare -m -u -p -n -f --propagation private -- sh -c '
+		root=$1 suite=$2; shift 2
+		ip link set lo up &&
+		ip addr add 127.0.0.2/8 dev lo &&
+		mount --bind "$root" "$root" &&
+		mount -t proc proc "$root/proc" &&
+		mount --rbind /dev "$root/dev" &&
+		mount --rbind /sys "$root/sys" &&
+		mount -t tmpfs -o mode=0755 tmpfs "$root/run" &&
+		mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" &&
+		hostname "dt-$suite" &&
+		exec chroot "$root" /usr/bin/env -i \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
+			DT_STACK="$suite" \
+			bash -c "cd /src/dist-train && \"\$@\"; exit \$?" bash "$@"' \
+		sh "$root" "$suite" "$@"
+}
+
+case ${1:-} in
+prepare) [ $# = 2 ] || die "usage: $0 prepare SUITE"; cmd_prepare "$2" ;;
+enter) [ $# -ge 2 ] || die "usage: $0 enter SUITE [CMD...]"; shift; cmd_enter "$@" ;;
+path) [ $# = 2 ] || die "usage: $0 path SUITE"; suite_ok "$2"; echo "$CACHE/$2" ;;
+*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
