@@ -105,11 +105,13 @@ cluster_start() {
 	# DT_TEST_INSTALLED=1: test the installed package (dt-cluster finds
 	# it) rather than the build tree.
 	if [ "${DT_TEST_INSTALLED:-0}" = 1 ]; then
-		unset DT_CLUSTER_PLUGIN DT_CLUSTER_HELPER DT_CLUSTER_WORKER_LIB
+		unset DT_CLUSTER_PLUGIN DT_CLUSTER_HELPER DT_CLUSTER_WORKER_LIB \
+			DT_CLUSTER_PYTHON_HOOK
 	else
 		export DT_CLUSTER_PLUGIN=$TOP_BUILDDIR/plugin/.libs/dist_train.so
 		export DT_CLUSTER_HELPER=$TOP_BUILDDIR/helper/dist-train
 		export DT_CLUSTER_WORKER_LIB=$TOP_BUILDDIR/helper/.libs/dist_train_worker.so
+		export DT_CLUSTER_PYTHON_HOOK=$TOP_SRCDIR/helper/python
 	fi
 	export DT_CLUSTER_PLUGIN_ARGS="$*"
 	local out
