@@ -33,6 +33,7 @@ step "Starting a 4-node Slurm cluster on this machine (contrib/cluster/dt-cluste
 export DT_CLUSTER_PLUGIN=$top/build/plugin/.libs/dist_train.so
 export DT_CLUSTER_HELPER=$top/build/helper/dist-train
 export DT_CLUSTER_WORKER_LIB=$top/build/helper/.libs/dist_train_worker.so
+export DT_CLUSTER_PYTHON_HOOK=$top/helper/python
 cluster=$top/contrib/cluster/dt-cluster
 "$cluster" start
 if [ $keep = 0 ]; then

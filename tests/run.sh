@@ -62,7 +62,18 @@ contrib/install-deps.sh
 autoreconf -fi
 
 pass=0 fail=0 skip=0 rc=0
-step() { echo; echo "=== tests/run.sh: $*"; }
+# step NAME: a part of the run; the previous part's time is printed.
+step_name= step_t0=
+step() {
+	step_done
+	step_name=$* step_t0=$(date +%s)
+	echo; echo "=== tests/run.sh: $*"
+}
+step_done() {
+	[ -n "$step_name" ] || return 0
+	echo "=== tests/run.sh: $step_name took $(( $(date +%s) - step_t0 )) s"
+	step_name=
+}
 # tally LOG: add an automake test-suite log's counts to the totals.
 tally() {
 	local n
@@ -118,6 +129,7 @@ deb_test || deb_rc=$?
 [ $deb_rc = 0 ] || rc=1
 dpkg -s dist-train >/dev/null 2>&1 && apt-get purge -y -q dist-train >/dev/null
 
+step_done
 echo
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail = 0 ] || rc=1
