@@ -75,7 +75,7 @@ check "... and verbose says so" \
 	test "$(grep -c '^dist-train: rank [01] on n1: .* | CPUs: yours (--cpu-bind=none)' "$ERR")" = 2 || show_output
 
 job srun -N2 --ntasks-per-node=2 --exclusive --mpi=pmix --dist-train ./aff.sh
-check "with the PMIx bootstrap too" matches_plan "$JOBS/plan-2.json" || show_output
+pmix_check "with the PMIx bootstrap too" matches_plan "$JOBS/plan-2.json" || show_output
 
 job srun -N1 -n2 --exclusive dist-train exec -- ./aff.sh
 check "dist-train exec binds the same way, without the plugin" \

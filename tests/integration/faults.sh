@@ -34,10 +34,10 @@ sleep 4
 wait $runner
 rc=$? took=$(( $(date +%s) - start ))
 set_plugin_args
-check "a node killed during the bootstrap ends the step (in ${took} s, timeout=20)" \
+pmix_check "a node killed during the bootstrap ends the step (in ${took} s, timeout=20)" \
 	test $rc != 0 -a $rc != 124 -a "$took" -lt 150 || show_output
-check "... and no program started" test "$(count_lines '^TASK ')" = 0 || show_output
-check "... and one message names the node" \
+pmix_check "... and no program started" test "$(count_lines '^TASK ')" = 0 || show_output
+pmix_check "... and one message names the node" \
 	test "$(grep -c '^dist-train: error: 1 of 8 ranks did not arrive within 20 s: rank 6 (n3)\. ' "$ERR")" = 1 || show_output
 "$DT_CLUSTER" start-node n3 >/dev/null 2>&1
 check "... the node comes back, and no node is drained" no_drained_node
@@ -64,11 +64,11 @@ check "... both at once, within seconds ($(( $(date +%s) - start )) s)" \
 start=$(date +%s)
 job srun -N4 -n64 --overcommit --mpi=pmix --dist-train=check ./show.sh
 took=$(( $(date +%s) - start ))
-check "64 tasks on 4 nodes (--overcommit) bootstrap at once (${took} s)" \
+pmix_check "64 tasks on 4 nodes (--overcommit) bootstrap at once (${took} s)" \
 	test "$(count_lines '^TASK ')" = 64 || show_output
-check "... 64 distinct ranks, one rendezvous" \
+pmix_check "... 64 distinct ranks, one rendezvous" \
 	eval '[ "$(grep -o " RANK=[0-9]*" "$OUT" | sort -u | wc -l)" = 64 ] && [ "$(grep -o "MASTER_PORT=[0-9]*" "$OUT" | sort -u | wc -l)" = 1 ]' || show_output
-check "... all of which reached rank 0" \
+pmix_check "... all of which reached rank 0" \
 	grep -q '^dist-train: check: all 64 ranks reached rank 0 at n1:' "$ERR" || show_output
 
 # Two jobs, three steps each, all at once on the same nodes.
@@ -87,12 +87,12 @@ sbatch --wait -N4 -n4 -o jobb.log ./three-steps.sh jobb &
 wait
 EOF
 job ./two-jobs.sh
-check "two jobs x three concurrent steps: all 24 tasks ran" \
+pmix_check "two jobs x three concurrent steps: all 24 tasks ran" \
 	test "$(cat "$JOBS"/job[ab].[123].out 2>/dev/null | grep -c '^TASK ')" = 24 || diag "$(tail -n 3 "$JOBS"/job[ab].* 2>&1)"
 ports=$(for f in "$JOBS"/job[ab].[123].out; do grep -o 'MASTER_PORT=[0-9]*' "$f" | sort -u; done)
-check "... each step on one port of its own (6 ports)" \
+pmix_check "... each step on one port of its own (6 ports)" \
 	eval '[ "$(echo "$ports" | wc -l)" = 6 ] && [ "$(echo "$ports" | sort -u | wc -l)" = 6 ]' || diag "$ports"
-check "... every step's ranks met only each other" \
+pmix_check "... every step's ranks met only each other" \
 	test "$(cat "$JOBS"/job[ab].[123].err | grep -c '^dist-train: check: all 4 ranks reached rank 0')" = 6 || diag "$(cat "$JOBS"/job[ab].[123].err)"
 check "... and no node is drained" no_drained_node
 

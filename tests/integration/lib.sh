@@ -123,6 +123,51 @@ cluster_start() {
 	fi
 }
 
+# Whether this Slurm has its mpi/pmix plugin: Debian builds Slurm 26.05
+# without it, as some sites build theirs. Asked once, after cluster_start.
+_slurm_pmix=
+slurm_has_pmix() {
+	if [ -z "$_slurm_pmix" ]; then
+		if "$DT_CLUSTER" run srun --mpi=list 2>&1 | grep -qw pmix; then
+			_slurm_pmix=yes
+		else
+			_slurm_pmix=no
+		fi
+	fi
+	[ "$_slurm_pmix" = yes ]
+}
+
+NO_PMIX_REASON="this Slurm has no mpi/pmix plugin (Debian builds 26.05 without it): srun --mpi=pmix cannot run here"
+
+# pmix_check DESCRIPTION COMMAND...: check, where Slurm has PMIx; else a
+# TAP skip that says why (tests/run.sh accepts that reason only).
+pmix_check() {
+	if slurm_has_pmix; then
+		check "$@"
+	else
+		_tap_n=$((_tap_n + 1))
+		echo "ok $_tap_n - $1 # SKIP $NO_PMIX_REASON"
+		return 0
+	fi
+}
+
+# For scripts about PMIx alone: on a Slurm without it, check what a user
+# gets there (srun's own refusal, and --dist-train from Slurm's ranks),
+# say why the rest cannot run, and end.
+pmix_or_end() {
+	slurm_has_pmix && return 0
+	plan 3
+	job srun -N2 -n2 --mpi=pmix --dist-train true
+	check "srun --mpi=pmix is refused by srun itself on this Slurm" \
+		grep -q 'mpi/pmix' "$ERR" || show_output
+	job srun -N2 -n4 --dist-train sh -c 'echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE"'
+	check "--dist-train without PMIx gives ranks from Slurm" \
+		test "$(grep -c '^RANK=[0-3] WORLD_SIZE=4$' "$OUT")" = 4 || show_output
+	_tap_n=$((_tap_n + 1))
+	echo "ok $_tap_n - the PMIx tests of $(basename "$0") # SKIP $NO_PMIX_REASON"
+	exit 0
+}
+
 # Replace the plugin's plugstack.conf arguments; every new srun and
 # slurmstepd reads the file again.
 set_plugin_args() {

@@ -4,6 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
+pmix_or_end
 plan 19
 
 make_show_script

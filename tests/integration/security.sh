@@ -18,13 +18,13 @@ EOF
 rm -f "$JOBS"/helper-ids.*
 set_plugin_args helper="$JOBS/id-helper"
 job srun -N2 -n4 --mpi=pmix --dist-train true
-check "the helper ran, once per task" \
+pmix_check "the helper ran, once per task" \
 	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 4 || show_output
-check "... as the user: every uid is $uid" \
+pmix_check "... as the user: every uid is $uid" \
 	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Uid:\t$uid\t$uid\t$uid\t$uid$")" = 4
-check "... every gid is $gid" \
+pmix_check "... every gid is $gid" \
 	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Gid:\t$gid\t$gid\t$gid\t$gid$")" = 4
-check "... and no supplementary group is root's" \
+pmix_check "... and no supplementary group is root's" \
 	test "$(cat "$JOBS"/helper-ids.* | grep '^Groups:' | grep -c -w 0)" = 0
 
 # Steps that do not ask for it run nothing of the plugin's.
@@ -54,7 +54,7 @@ EOF
 chmod 0755 "$JOBS/evil" "$JOBS/evil/dist-train"
 rm -f "$JOBS/evil/used"
 job env PATH="$JOBS/evil:/usr/bin:/bin" srun -N2 -n2 --mpi=pmix --dist-train true
-check "the helper's path comes from plugstack.conf, not the user's PATH" \
+pmix_check "the helper's path comes from plugstack.conf, not the user's PATH" \
 	test $? = 0 -a ! -e "$JOBS/evil/used" || show_output
 
 # The worker library goes first in LD_PRELOAD; the user's stays after it.
