@@ -24,8 +24,9 @@ check "... and rank 0 reports the result" \
 job_file train.sbatch < "$TOP_SRCDIR/contrib/sbatch/train.sbatch"
 rm -f "$JOBS"/ddp-*.out
 job sbatch --wait train.sbatch
-check "contrib/sbatch/train.sbatch runs" test $? = 0 || diag "$(cat "$JOBS"/ddp-*.out 2>&1)"
-check "... trains with 8 ranks after checking the rendezvous" \
+# The example bootstraps through PMIx (srun --mpi=pmix).
+pmix_check "contrib/sbatch/train.sbatch runs" test $? = 0 || diag "$(cat "$JOBS"/ddp-*.out 2>&1)"
+pmix_check "... trains with 8 ranks after checking the rendezvous" \
 	eval 'grep -q "^dist-train: check: all 8 ranks reached rank 0 at n1:" "$JOBS"/ddp-*.out && grep -q "^done: learned y = .* with 8 ranks$" "$JOBS"/ddp-*.out' ||
 	diag "$(cat "$JOBS"/ddp-*.out 2>&1)"
 
