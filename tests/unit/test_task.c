@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -26,6 +27,8 @@ static char *task_env[MAX_ENV + 1];
 static char **current_env;
 static char **moved_away[MAX_MOVES];
 static unsigned moves;
+static char *made[MAX_ENV];	/* what spank_setenv allocated */
+static size_t nmade;
 static char stale_entry[] = "STALE=this array was moved by spank_setenv";
 
 static struct plugin_state mock_state;
@@ -102,10 +105,15 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val,
 
 	(void)sp, (void)overwrite;
 	move_env();
-	while (current_env[n])
-		n++;
+	/* Replace a variable in place, as Slurm does, or append it. */
+	for (; current_env[n]; n++)
+		if (!strncmp(current_env[n], var, strlen(var)) &&
+		    current_env[n][strlen(var)] == '=')
+			break;
 	CU_ASSERT_FATAL(n < MAX_ENV);
 	CU_ASSERT_FATAL(asprintf(&current_env[n], "%s=%s", var, val) > 0);
+	CU_ASSERT_FATAL(nmade < MAX_ENV);
+	made[nmade++] = current_env[n];
 	return ESPANK_SUCCESS;
 }
 
@@ -135,6 +143,7 @@ static void setup_task(void)
 	memcpy(task_env, base, sizeof(base));
 	current_env = task_env;
 	moves = 0;
+	nmade = 0;
 
 	memset(&mock_state, 0, sizeof(mock_state));
 	dt_config_init(&mock_state.step);
@@ -159,12 +168,10 @@ static void setup_task(void)
 
 static void teardown_task(void)
 {
-	/* The arrays moved away, then the values spank_setenv made: the
-	 * entries past the base four of the current array. */
 	for (unsigned i = 0; i < moves; i++)
 		free(moved_away[i]);
-	for (size_t j = 4; current_env[j]; j++)
-		free(current_env[j]);
+	for (size_t i = 0; i < nmade; i++)
+		free(made[i]);
 	if (current_env != task_env)
 		free(current_env);
 }
@@ -223,9 +230,48 @@ static void test_verbose_reads_the_moved_environment(void)
 	teardown_task();
 }
 
+/* The Python hook beside the worker library goes first on PYTHONPATH. */
+static void test_python_hook_first_on_pythonpath(void)
+{
+	char dir[] = "/tmp/dt-test-task-XXXXXX", path[256], out[8192];
+	char expected[512];
+	FILE *f;
+
+	CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/python", dir);
+	CU_ASSERT_FATAL(mkdir(path, 0755) == 0);
+	snprintf(path, sizeof(path), "%s/python/sitecustomize.py", dir);
+	f = fopen(path, "w");
+	CU_ASSERT_FATAL(f != NULL);
+	fclose(f);
+
+	setup_task();
+	snprintf(mock_state.step.worker_lib, sizeof(mock_state.step.worker_lib),
+		 "%s/dist_train_worker.so", dir);
+	task_env[4] = "PYTHONPATH=/home/me/lib";
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	snprintf(expected, sizeof(expected), "%s/python:/home/me/lib", dir);
+	CU_ASSERT_STRING_EQUAL(env_value("PYTHONPATH"), expected);
+	task_env[4] = NULL;
+	teardown_task();
+
+	/* Without the file, PYTHONPATH is left alone. */
+	unlink(path);
+	setup_task();
+	snprintf(mock_state.step.worker_lib, sizeof(mock_state.step.worker_lib),
+		 "%s/dist_train_worker.so", dir);
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	CU_ASSERT_PTR_NULL(env_value("PYTHONPATH"));
+	teardown_task();
+	snprintf(path, sizeof(path), "%s/python", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_environment_set),
 	UNIT_TEST(test_verbose_reads_the_moved_environment),
+	UNIT_TEST(test_python_hook_first_on_pythonpath),
 };
 
 UNIT_MAIN("task", tests)
