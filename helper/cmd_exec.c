@@ -15,6 +15,7 @@
 #include "../common/bind_apply.h"
 #include "../common/binding.h"
 #include "../common/hwloc_machine.h"
+#include "../common/python_hook.h"
 
 static const char *process_getenv(const char *name, void *arg)
 {
@@ -55,6 +56,14 @@ int cmd_exec(int argc, char **argv)
 		dt_machine_free(&machine);
 	if (rc < 0) {
 		helper_error("%s", err);
+		rc = 1;
+		goto out;
+	}
+	/* As the plugin does (common/python_hook.h); an uninstalled
+	 * dist-train is told where the hook is by DIST_TRAIN_PYTHON_HOOK. */
+	if (dt_python_hook(cfg.worker_lib, getenv("DIST_TRAIN_PYTHON_HOOK"),
+			   getenv("PYTHONPATH"), &env) < 0) {
+		helper_error("out of memory");
 		rc = 1;
 		goto out;
 	}

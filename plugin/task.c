@@ -14,6 +14,7 @@
 #include "plugin.h"
 #include "../common/bind_apply.h"
 #include "../common/envp.h"
+#include "../common/python_hook.h"
 #include "../common/train_env.h"
 
 /* One line on the task's stderr, which srun shows. */
@@ -51,40 +52,6 @@ static int apply(spank_t sp, const struct dt_env *env)
 		}
 	}
 	return 0;
-}
-
-/*
- * PyTorch 2.4+ built without libuv (Debian 13's, unstable's) fails to
- * make its default store, in init_process_group and in torchrun alike:
- * the worker library's folder holds python/sitecustomize.py, which makes
- * such a store again without libuv (see that file), put first on the
- * task's PYTHONPATH where it is installed.
- */
-static int add_python_hook(const struct dt_config *cfg, char **envp,
-			   struct dt_env *env)
-{
-	const char *slash = strrchr(cfg->worker_lib, '/');
-	const char *old = dt_envp_get(envp, "PYTHONPATH");
-	char dir[sizeof(cfg->worker_lib) + 32], file[sizeof(dir) + 32];
-	char *value;
-	int rc;
-
-	if (!slash)
-		return 0;
-	snprintf(dir, sizeof(dir), "%.*s/python",
-		 (int)(slash - cfg->worker_lib), cfg->worker_lib);
-	snprintf(file, sizeof(file), "%s/sitecustomize.py", dir);
-	if (access(file, R_OK) < 0)
-		return 0;
-	if (!old || !*old)
-		return dt_env_put(env, "PYTHONPATH", dir, DT_ENV_SET);
-	value = malloc(strlen(dir) + strlen(old) + 2);
-	if (!value)
-		return -1;
-	sprintf(value, "%s:%s", dir, old);
-	rc = dt_env_put(env, "PYTHONPATH", value, DT_ENV_SET);
-	free(value);
-	return rc;
 }
 
 /*
@@ -170,7 +137,9 @@ apply:
 		goto out;
 	}
 set:
-	if (add_python_hook(&st->step, envp, &env) < 0) {
+	/* PyTorch without libuv: see common/python_hook.h. */
+	if (dt_python_hook(st->step.worker_lib, NULL,
+			   dt_envp_get(envp, "PYTHONPATH"), &env) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
 	}

@@ -1,0 +1,21 @@
+/*
+ * The Python hook: a sitecustomize, in the folder "python" beside the
+ * worker library, that lets PyTorch built without libuv make its store
+ * (see helper/python/sitecustomize.py). The plugin and dist-train exec
+ * put it first on a task's PYTHONPATH.
+ */
+#ifndef DIST_TRAIN_PYTHON_HOOK_H
+#define DIST_TRAIN_PYTHON_HOOK_H
+
+#include "train_env.h"
+
+/*
+ * Add PYTHONPATH=HOOK_DIR[:PYTHONPATH] to ENV, where HOOK_DIR is the
+ * "python" folder beside WORKER_LIB, or HOOK_DIR_OVERRIDE when given, and
+ * holds a readable sitecustomize.py; nothing otherwise. PYTHONPATH is the
+ * task's current value, or NULL. Returns 0, or -1 when out of memory.
+ */
+int dt_python_hook(const char *worker_lib, const char *hook_dir_override,
+		   const char *pythonpath, struct dt_env *env);
+
+#endif
