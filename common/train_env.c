@@ -358,6 +358,17 @@ int dt_torchrun_env(const struct dt_torchrun_request *req, struct dt_env *out,
 	rc |= push_unless_user(out, &user, "PET_MAX_RESTARTS", buf);
 	snprintf(buf, sizeof(buf), "join_timeout=%u", req->timeout);
 	rc |= push_unless_user(out, &user, "PET_RDZV_CONF", buf);
+	/*
+	 * PyTorch 2.4 and later share the rendezvous store with the
+	 * workers, under a prefix made of each agent's own restart count.
+	 * When a node is lost, only the agents whose workers failed count a
+	 * restart; the others re-form for the new membership without
+	 * counting, so the workers of the new group look for each other
+	 * under different prefixes and never meet (seen with 2.6 and 2.14;
+	 * 1.13 reads no such variable). Workers then make their own store.
+	 */
+	rc |= push_unless_user(out, &user, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+			       "1");
 	rc |= push_step_info(out, l, req->step_id, "torchrun",
 			     dt_port_source_name(req->ports->source));
 	if (rc) {

@@ -302,6 +302,9 @@ static void test_torchrun_agent(void)
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_MAX_RESTARTS"), "3");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PET_RDZV_CONF"),
 			       "join_timeout=300");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env,
+					  "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"),
+			       "1");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_RANK_SOURCE"),
 			       "torchrun");
 	/* torchrun gives its workers these itself. */
