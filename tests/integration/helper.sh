@@ -15,7 +15,9 @@ bad=$(layout_errors pmix unbound)
 check "srun --mpi=pmix dist-train exec: PMIx ranks without the plugin" \
 	test -z "$bad" -a "$(count_lines '^TASK ')" = 8 || { diag "$bad"; show_output; }
 
-job srun -N4 -n8 --mpi=pmix dist-train exec -- /usr/bin/python3 allreduce.py
+# This dist-train is not installed: where its Python hook is.
+job env DIST_TRAIN_PYTHON_HOOK="$DT_CLUSTER_DIR/lib/python" \
+	srun -N4 -n8 --mpi=pmix dist-train exec -- /usr/bin/python3 allreduce.py
 check "... and PyTorch joins the group with them" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
 
