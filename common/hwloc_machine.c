@@ -52,7 +52,7 @@ static struct hwloc_api hw;
  * Blacklisting a component only stops its discovery: its plugin file is
  * still opened, with the GPU libraries it links, by every topology_init
  * that finds no topology alive (hwloc 2.12 and 2.15 as Debian builds
- * them load libze_loader that way; 2.9 shipped no such plugin). Only
+ * them load libze_loader that way; Debian 12's 2.9 loaded none). Only
  * HWLOC_PLUGINS_BLACKLIST, read at that moment, keeps the files closed.
  * It is set once, before the first topology, and added to a value the
  * process already has.
