@@ -17,6 +17,7 @@
 #include "netif.h"
 #include "pmix_client.h"
 #include "../common/hostlist.h"
+#include "../common/python_hook.h"
 #include "../common/tasks_per_node.h"
 
 /* The PMIx key under which rank 0 publishes its rendezvous port. */
@@ -446,6 +447,16 @@ done:
 	alarm(0);
 	task_free(&t);
 	return rc;
+}
+
+int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env)
+{
+	if (dt_python_hook(cfg->worker_lib, getenv("DIST_TRAIN_PYTHON_HOOK"),
+			   getenv("PYTHONPATH"), env) < 0) {
+		helper_error("out of memory");
+		return 1;
+	}
+	return 0;
 }
 
 void bootstrap_describe(const struct dt_env *env, const char *notes)

@@ -31,4 +31,12 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out);
 /* The verbose line for this task on stderr, with NOTES if any. */
 void bootstrap_describe(const struct dt_env *env, const char *notes);
 
+/*
+ * What dist-train exec and env add after the bootstrap, as the plugin
+ * does for its tasks: the Python hook first on PYTHONPATH (see
+ * common/python_hook.h). An uninstalled dist-train is told where the
+ * hook is by DIST_TRAIN_PYTHON_HOOK. Returns 0, or 1 with a message.
+ */
+int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env);
+
 #endif

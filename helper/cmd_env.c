@@ -5,11 +5,9 @@
 #include "config.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "bootstrap.h"
 #include "commands.h"
-#include "../common/python_hook.h"
 
 /* VALUE in single quotes, each ' written as '\''. */
 static void print_quoted(const char *value)
@@ -40,13 +38,9 @@ int cmd_env(int argc, char **argv)
 	rc = bootstrap(&cfg, &env);
 	if (rc)
 		goto out;
-	/* What dist-train exec would add too (common/python_hook.h). */
-	if (dt_python_hook(cfg.worker_lib, getenv("DIST_TRAIN_PYTHON_HOOK"),
-			   getenv("PYTHONPATH"), &env) < 0) {
-		helper_error("out of memory");
-		rc = 1;
+	rc = bootstrap_python_hook(&cfg, &env);
+	if (rc)
 		goto out;
-	}
 	for (size_t i = 0; i < env.count; i++) {
 		const struct dt_env_entry *e = &env.entries[i];
 

@@ -15,7 +15,6 @@
 #include "../common/bind_apply.h"
 #include "../common/binding.h"
 #include "../common/hwloc_machine.h"
-#include "../common/python_hook.h"
 
 static const char *process_getenv(const char *name, void *arg)
 {
@@ -59,14 +58,9 @@ int cmd_exec(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	/* As the plugin does (common/python_hook.h); an uninstalled
-	 * dist-train is told where the hook is by DIST_TRAIN_PYTHON_HOOK. */
-	if (dt_python_hook(cfg.worker_lib, getenv("DIST_TRAIN_PYTHON_HOOK"),
-			   getenv("PYTHONPATH"), &env) < 0) {
-		helper_error("out of memory");
-		rc = 1;
+	rc = bootstrap_python_hook(&cfg, &env);
+	if (rc)
 		goto out;
-	}
 	for (size_t i = 0; i < env.count; i++) {
 		const struct dt_env_entry *e = &env.entries[i];
 
