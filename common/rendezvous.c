@@ -1,12 +1,49 @@
+/*
+ * The start barrier's protocol (see rendezvous.h). The MACs are
+ * HMAC-SHA256 from nettle, compared in constant time.
+ */
 #include "config.h"
 
 #include "rendezvous.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC "DTB1"
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
+
+#define MAGIC "DTB2"
+#define MAC_HEX (2 * SHA256_DIGEST_SIZE)
+#define NONCE_HEX (2 * DT_RDV_NONCE_LEN)
+
+/*
+ * HMAC(KEY, DOMAIN NONCE_HEX " " BODY) in hex. KEY is a keyed context,
+ * copied so that the caller's stays ready for the next message.
+ */
+static void mac_hex(const struct hmac_sha256_ctx *key, const char *domain,
+		    const char *nonce_hex, const char *body, size_t body_len,
+		    char out[MAC_HEX + 1])
+{
+	struct hmac_sha256_ctx ctx = *key;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+
+	hmac_sha256_update(&ctx, strlen(domain), (const uint8_t *)domain);
+	hmac_sha256_update(&ctx, NONCE_HEX, (const uint8_t *)nonce_hex);
+	hmac_sha256_update(&ctx, 1, (const uint8_t *)" ");
+	hmac_sha256_update(&ctx, body_len, (const uint8_t *)body);
+	hmac_sha256_digest(&ctx, sizeof(digest), digest);
+	dt_hex_encode(digest, sizeof(digest), out);
+}
+
+static bool mac_equal(const char *a, const char *b)
+{
+	return memeql_sec(a, b, MAC_HEX) != 0;
+}
+
+#define HELLO_DOMAIN "dist-train hello "
+#define ANSWER_DOMAIN "dist-train answer "
 
 static bool valid_word(const char *s)
 {
@@ -18,37 +55,7 @@ static bool valid_word(const char *s)
 	return true;
 }
 
-int dt_rdv_format_hello(char *buf, size_t len,
-			const struct dt_rdv_hello *hello)
-{
-	int n;
-
-	if (!valid_word(hello->host))
-		return -1;
-	n = snprintf(buf, len, MAGIC " %u %u %s %d\n", hello->rank,
-		     hello->world, hello->host, hello->nccl_ok ? 1 : 0);
-	return n < 0 || (size_t)n >= len ? -1 : n;
-}
-
-int dt_rdv_format_reply(char *buf, size_t len,
-			const struct dt_rdv_reply *reply)
-{
-	int n;
-
-	if (reply->ok) {
-		if (!valid_word(reply->address))
-			return -1;
-		n = snprintf(buf, len, "OK %s %u %d\n", reply->address,
-			     reply->nccl_port, reply->nccl_check ? 1 : 0);
-	} else {
-		if (strchr(reply->message, '\n'))
-			return -1;
-		n = snprintf(buf, len, "FAIL %s\n", reply->message);
-	}
-	return n < 0 || (size_t)n >= len ? -1 : n;
-}
-
-/* A decimal number in [0, MAX] followed by END ("" or " "). */
+/* A decimal number in [0, MAX] at *P, which moves past it. */
 static int parse_num(const char **p, unsigned long max, unsigned long *out)
 {
 	char *end;
@@ -62,72 +69,523 @@ static int parse_num(const char **p, unsigned long max, unsigned long *out)
 	return 0;
 }
 
-int dt_rdv_parse_hello(const char *line, struct dt_rdv_hello *out)
+/* The next word of *P into BUF (a string shorter than LEN); moves *P to
+ * what follows it (a space, or the end). */
+static int take_word(const char **p, char *buf, size_t len)
 {
-	const char *p = line;
-	unsigned long rank, world, nccl;
-	const char *host, *sp;
-	size_t hlen;
+	size_t n = strcspn(*p, " ");
 
-	memset(out, 0, sizeof(*out));
-	if (strncmp(p, MAGIC " ", 5))
+	if (n == 0 || n >= len)
 		return -1;
-	p += 5;
-	if (parse_num(&p, UINT32_MAX, &rank) || *p++ != ' ' ||
-	    parse_num(&p, UINT32_MAX, &world) || *p++ != ' ')
-		return -1;
-	host = p;
-	sp = strchr(host, ' ');
-	if (!sp)
-		return -1;
-	hlen = (size_t)(sp - host);
-	if (hlen == 0 || hlen >= sizeof(out->host))
-		return -1;
-	memcpy(out->host, host, hlen);
-	if (!valid_word(out->host))
-		return -1;
-	p = sp + 1;
-	if (parse_num(&p, 1, &nccl) || *p)
-		return -1;
-	if (rank >= world)
-		return -1;
-	out->rank = (uint32_t)rank;
-	out->world = (uint32_t)world;
-	out->nccl_ok = nccl == 1;
-	return 0;
+	memcpy(buf, *p, n);
+	buf[n] = '\0';
+	*p += n;
+	return valid_word(buf) ? 0 : -1;
 }
 
-int dt_rdv_parse_reply(const char *line, struct dt_rdv_reply *out)
+int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
+		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
+		      const char *challenge, const struct dt_rdv_hello *hello,
+		      char *buf, size_t len)
 {
-	const char *p, *sp;
+	struct hmac_sha256_ctx key;
+	uint8_t nonce[DT_RDV_NONCE_LEN];
+	char cnonce_hex[NONCE_HEX + 1], mac[MAC_HEX + 1];
+	int body, n;
+
+	if (strncmp(challenge, MAGIC " ", 5) ||
+	    dt_hex_decode(challenge + 5, strlen(challenge + 5), nonce,
+		     sizeof(nonce)) < 0 || !valid_word(hello->host))
+		return -1;
+	dt_hex_encode(cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
+	body = snprintf(buf, len, MAGIC " %u %u %s %d %s", hello->rank,
+			hello->world, hello->host, hello->nccl_ok ? 1 : 0,
+			cnonce_hex);
+	if (body < 0 || (size_t)body + 1 + MAC_HEX + 1 >= len ||
+	    (size_t)body + 1 + MAC_HEX + 1 >= DT_RDV_LINE_MAX)
+		return -1;
+	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
+	mac_hex(&key, HELLO_DOMAIN, challenge + 5, buf, (size_t)body, mac);
+	n = snprintf(buf + body, len - (size_t)body, " %s\n", mac);
+	return body + n;
+}
+
+/*
+ * VERB " " MAC " " REST for the connection whose client nonce is
+ * CNONCE_HEX; its length, or -1.
+ */
+static int answer_line(const struct hmac_sha256_ctx *key,
+		       const char *cnonce_hex, const char *verb,
+		       const char *rest, char *buf, size_t len)
+{
+	char mac[MAC_HEX + 1], *signed_text;
+	size_t vlen = strlen(verb), rlen = strlen(rest);
+	int n;
+
+	if (vlen + 1 + rlen + 1 > DT_RDV_LINE_MAX)
+		return -1;
+	signed_text = malloc(vlen + 1 + rlen + 1);
+	if (!signed_text)
+		return -1;
+	memcpy(signed_text, verb, vlen);
+	signed_text[vlen] = ' ';
+	memcpy(signed_text + vlen + 1, rest, rlen + 1);
+	mac_hex(key, ANSWER_DOMAIN, cnonce_hex, signed_text, vlen + 1 + rlen,
+		mac);
+	free(signed_text);
+	n = snprintf(buf, len, "%s %s %s\n", verb, mac, rest);
+	return n < 0 || (size_t)n >= len || (size_t)n >= DT_RDV_LINE_MAX ?
+	       -1 : n;
+}
+
+static int format_answer(const struct hmac_sha256_ctx *key,
+			 const char *cnonce_hex,
+			 const struct dt_rdv_reply *reply, char *buf,
+			 size_t len)
+{
+	char rest[DT_RDV_LINE_MAX];
+
+	if (reply->ok) {
+		if (!valid_word(reply->address))
+			return -1;
+		snprintf(rest, sizeof(rest), "%s %u %d", reply->address,
+			 reply->nccl_port, reply->nccl_check ? 1 : 0);
+		return answer_line(key, cnonce_hex, "OK", rest, buf, len);
+	}
+	if (strchr(reply->message, '\n'))
+		return -1;
+	/* A long message is cut to fit the line, not lost. */
+	snprintf(rest, sizeof(rest), "%.*s",
+		 DT_RDV_LINE_MAX - (int)sizeof("FAIL  \n") - MAC_HEX,
+		 reply->message);
+	return answer_line(key, cnonce_hex, "FAIL", rest, buf, len);
+}
+
+int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
+		       const uint8_t cnonce[DT_RDV_NONCE_LEN],
+		       const char *line, struct dt_rdv_reply *out)
+{
+	struct hmac_sha256_ctx key;
+	char cnonce_hex[NONCE_HEX + 1], mac[MAC_HEX + 1], *signed_text;
+	const char *verb_end, *rest, *p;
 	unsigned long port, check;
-	size_t alen;
+	size_t vlen;
+	bool good;
 
 	memset(out, 0, sizeof(*out));
-	if (!strncmp(line, "FAIL ", 5)) {
-		snprintf(out->message, sizeof(out->message), "%s", line + 5);
+	if (strnlen(line, DT_RDV_LINE_MAX) >= DT_RDV_LINE_MAX)
+		return -1;
+	verb_end = strchr(line, ' ');
+	if (!verb_end || strlen(verb_end + 1) < MAC_HEX + 1 ||
+	    verb_end[1 + MAC_HEX] != ' ')
+		return -1;
+	vlen = (size_t)(verb_end - line);
+	rest = verb_end + 1 + MAC_HEX + 1;
+
+	/* Proof first: nothing of it is read unless rank 0 made it. */
+	signed_text = malloc(vlen + 1 + strlen(rest) + 1);
+	if (!signed_text)
+		return -1;
+	memcpy(signed_text, line, vlen + 1);
+	strcpy(signed_text + vlen + 1, rest);
+	dt_hex_encode(cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
+	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
+	mac_hex(&key, ANSWER_DOMAIN, cnonce_hex, signed_text,
+		strlen(signed_text), mac);
+	free(signed_text);
+	good = mac_equal(mac, verb_end + 1);
+	if (!good)
+		return -1;
+
+	if (vlen == 4 && !strncmp(line, "FAIL", 4)) {
+		snprintf(out->message, sizeof(out->message), "%s", rest);
 		return 0;
 	}
-	if (strncmp(line, "OK ", 3))
+	if (vlen != 2 || strncmp(line, "OK", 2))
 		return -1;
-	p = line + 3;
-	sp = strchr(p, ' ');
-	if (!sp)
-		return -1;
-	alen = (size_t)(sp - p);
-	if (alen == 0 || alen >= sizeof(out->address))
-		return -1;
-	memcpy(out->address, p, alen);
-	if (!valid_word(out->address))
-		return -1;
-	p = sp + 1;
-	if (parse_num(&p, 65535, &port) || *p++ != ' ' ||
+	p = rest;
+	if (take_word(&p, out->address, sizeof(out->address)) < 0 ||
+	    *p++ != ' ' || parse_num(&p, 65535, &port) || *p++ != ' ' ||
 	    parse_num(&p, 1, &check) || *p)
 		return -1;
 	out->ok = true;
 	out->nccl_port = (uint16_t)port;
 	out->nccl_check = check == 1;
 	return 0;
+}
+
+/* Rank 0's side. */
+
+enum conn_state { CONN_FREE, CONN_PENDING, CONN_JOINED };
+
+struct conn {
+	uint32_t prev, next;	/* the unproven, oldest first; free list */
+	uint32_t line;		/* its line buffer (unproven) */
+	uint32_t rank;		/* joined */
+	uint16_t len;		/* bytes in its line buffer */
+	uint8_t state;
+	uint8_t nccl_ok;
+	uint64_t serial;	/* makes its nonce */
+	uint64_t since;		/* accepted */
+	uint8_t cnonce[DT_RDV_NONCE_LEN];
+};
+
+struct dt_rdv_server {
+	struct dt_rdv_server_config cfg;
+	struct hmac_sha256_ctx key;
+	uint8_t seed[DT_RDV_NONCE_LEN];
+	char host[256];
+	uint32_t slots;
+	struct conn *conns;
+	uint32_t free_head;
+	uint32_t oldest, newest;	/* unproven, in order of arrival */
+	uint32_t pending;
+	char *lines;			/* max_pending buffers */
+	uint32_t *free_lines;
+	uint32_t free_line_count;
+	uint64_t serial;
+	bool *arrived;
+	uint32_t joined;
+	uint32_t without_nccl;		/* joined ranks that cannot */
+};
+
+struct dt_rdv_server *dt_rdv_server_new(const struct dt_rdv_server_config *c)
+{
+	struct dt_rdv_server *s;
+	uint64_t slots;
+
+	if (c->world == 0 || c->max_pending == 0)
+		return NULL;
+	slots = (uint64_t)c->world - 1 + c->max_pending;
+	if (slots >= DT_RDV_NONE)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cfg = *c;
+	snprintf(s->host, sizeof(s->host), "%s", c->host ? c->host : "?");
+	s->cfg.host = s->host;
+	memcpy(s->seed, c->seed, sizeof(s->seed));
+	s->cfg.seed = s->seed;
+	s->cfg.secret = NULL;	/* only the keyed context is kept */
+	hmac_sha256_set_key(&s->key, DT_SECRET_LEN, c->secret);
+	s->slots = (uint32_t)slots;
+	s->conns = calloc(slots, sizeof(*s->conns));
+	s->lines = malloc((size_t)c->max_pending * DT_RDV_LINE_MAX);
+	s->free_lines = malloc((size_t)c->max_pending * sizeof(uint32_t));
+	s->arrived = calloc(c->world, sizeof(bool));
+	if (!s->conns || !s->lines || !s->free_lines || !s->arrived) {
+		dt_rdv_server_free(s);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < s->slots; i++)
+		s->conns[i].next = i + 1 < s->slots ? i + 1 : DT_RDV_NONE;
+	s->free_head = 0;
+	for (uint32_t i = 0; i < c->max_pending; i++)
+		s->free_lines[i] = c->max_pending - 1 - i;
+	s->free_line_count = c->max_pending;
+	s->oldest = s->newest = DT_RDV_NONE;
+	s->arrived[0] = true;
+	s->joined = 1;
+	return s;
+}
+
+void dt_rdv_server_free(struct dt_rdv_server *s)
+{
+	if (!s)
+		return;
+	free(s->conns);
+	free(s->lines);
+	free(s->free_lines);
+	free(s->arrived);
+	free(s);
+}
+
+uint32_t dt_rdv_server_slots(const struct dt_rdv_server *s)
+{
+	return s->slots;
+}
+
+static void nonce_hex(const struct dt_rdv_server *s, uint64_t serial,
+		      char out[NONCE_HEX + 1])
+{
+	uint8_t nonce[DT_RDV_NONCE_LEN];
+
+	memcpy(nonce, s->seed, sizeof(nonce));
+	for (int i = 0; i < 8; i++)
+		nonce[i] ^= (uint8_t)(serial >> (8 * i));
+	dt_hex_encode(nonce, sizeof(nonce), out);
+}
+
+/* Take ID off the list of the unproven and give back its line. */
+static void unlink_pending(struct dt_rdv_server *s, uint32_t id)
+{
+	struct conn *c = &s->conns[id];
+
+	if (c->prev != DT_RDV_NONE)
+		s->conns[c->prev].next = c->next;
+	else
+		s->oldest = c->next;
+	if (c->next != DT_RDV_NONE)
+		s->conns[c->next].prev = c->prev;
+	else
+		s->newest = c->prev;
+	s->free_lines[s->free_line_count++] = c->line;
+	s->pending--;
+}
+
+static void release_slot(struct dt_rdv_server *s, uint32_t id)
+{
+	struct conn *c = &s->conns[id];
+
+	memset(c, 0, sizeof(*c));
+	c->state = CONN_FREE;
+	c->next = s->free_head;
+	s->free_head = id;
+}
+
+void dt_rdv_closed(struct dt_rdv_server *s, uint32_t id)
+{
+	struct conn *c;
+
+	if (id >= s->slots)
+		return;
+	c = &s->conns[id];
+	if (c->state == CONN_PENDING) {
+		unlink_pending(s, id);
+	} else if (c->state == CONN_JOINED) {
+		s->arrived[c->rank] = false;
+		s->joined--;
+		if (!c->nccl_ok)
+			s->without_nccl--;
+	} else {
+		return;
+	}
+	release_slot(s, id);
+}
+
+int dt_rdv_accept(struct dt_rdv_server *s, uint64_t now, uint32_t *id,
+		  uint32_t *evicted, char *buf, size_t len)
+{
+	char nonce[NONCE_HEX + 1];
+	struct conn *c;
+	int n;
+
+	*evicted = DT_RDV_NONE;
+	if (s->pending == s->cfg.max_pending) {
+		*evicted = s->oldest;
+		dt_rdv_closed(s, s->oldest);
+	}
+	*id = s->free_head;
+	c = &s->conns[*id];
+	s->free_head = c->next;
+	memset(c, 0, sizeof(*c));
+	c->state = CONN_PENDING;
+	c->serial = s->serial++;
+	c->since = now;
+	c->line = s->free_lines[--s->free_line_count];
+	c->prev = s->newest;
+	c->next = DT_RDV_NONE;
+	if (s->newest != DT_RDV_NONE)
+		s->conns[s->newest].next = *id;
+	else
+		s->oldest = *id;
+	s->newest = *id;
+	s->pending++;
+	nonce_hex(s, c->serial, nonce);
+	n = snprintf(buf, len, MAGIC " %s\n", nonce);
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+/* Forget ID and answer it REPLY: the verdict is DT_RDV_REFUSE. */
+static enum dt_rdv_verdict refuse(struct dt_rdv_server *s, uint32_t id,
+				  const char *cnonce_hex, char *buf,
+				  size_t len, size_t *out_len,
+				  const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+static enum dt_rdv_verdict refuse(struct dt_rdv_server *s, uint32_t id,
+				  const char *cnonce_hex, char *buf,
+				  size_t len, size_t *out_len,
+				  const char *fmt, ...)
+{
+	struct dt_rdv_reply reply;
+	va_list ap;
+	int n;
+
+	memset(&reply, 0, sizeof(reply));
+	va_start(ap, fmt);
+	vsnprintf(reply.message, sizeof(reply.message) - 128, fmt, ap);
+	va_end(ap);
+	dt_rdv_closed(s, id);
+	n = format_answer(&s->key, cnonce_hex, &reply, buf, len);
+	if (n < 0)
+		return DT_RDV_DROP;
+	*out_len = (size_t)n;
+	return DT_RDV_REFUSE;
+}
+
+/* LINE is whole and its own; is it a rank of this step proving itself? */
+static enum dt_rdv_verdict hello(struct dt_rdv_server *s, uint32_t id,
+				 char *line, char *buf, size_t len,
+				 size_t *out_len)
+{
+	struct conn *c = &s->conns[id];
+	char nonce[NONCE_HEX + 1], mac[MAC_HEX + 1];
+	char host[256], cnonce_hex[NONCE_HEX + 1];
+	unsigned long rank, world, nccl;
+	const char *p;
+	char *last;
+
+	/* Proof first: not a word of it is read before the MAC holds. */
+	last = strrchr(line, ' ');
+	if (!last || strlen(last + 1) != MAC_HEX)
+		return DT_RDV_DROP;
+	nonce_hex(s, c->serial, nonce);
+	mac_hex(&s->key, HELLO_DOMAIN, nonce, line, (size_t)(last - line),
+		mac);
+	if (!mac_equal(mac, last + 1))
+		return DT_RDV_DROP;
+	*last = '\0';
+
+	/* It knows the secret: it is one of the step's tasks. */
+	p = line;
+	if (strncmp(p, MAGIC " ", 5))
+		return DT_RDV_DROP;
+	p += 5;
+	if (parse_num(&p, UINT32_MAX, &rank) || *p++ != ' ' ||
+	    parse_num(&p, UINT32_MAX, &world) || *p++ != ' ' ||
+	    take_word(&p, host, sizeof(host)) < 0 || *p++ != ' ' ||
+	    parse_num(&p, 1, &nccl) || *p++ != ' ' ||
+	    take_word(&p, cnonce_hex, sizeof(cnonce_hex)) < 0 || *p ||
+	    dt_hex_decode(cnonce_hex, strlen(cnonce_hex), c->cnonce,
+		     sizeof(c->cnonce)) < 0)
+		return DT_RDV_DROP;
+	if (world != s->cfg.world)
+		return refuse(s, id, cnonce_hex, buf, len, out_len,
+			      "rank %lu on %s says the step has %lu tasks, "
+			      "rank 0 on %s says %u", rank, host, world,
+			      s->host, s->cfg.world);
+	if (rank == 0 || rank >= world)
+		return refuse(s, id, cnonce_hex, buf, len, out_len,
+			      "%s says it is rank %lu, which is not one rank "
+			      "0 on %s waits for (1-%u)", host, rank, s->host,
+			      s->cfg.world - 1);
+	if (s->arrived[rank])
+		return refuse(s, id, cnonce_hex, buf, len, out_len,
+			      "rank %lu arrived twice (again from %s)", rank,
+			      host);
+	unlink_pending(s, id);
+	c->state = CONN_JOINED;
+	c->rank = (uint32_t)rank;
+	c->nccl_ok = nccl == 1;
+	c->len = 0;
+	s->arrived[rank] = true;
+	s->joined++;
+	if (!c->nccl_ok)
+		s->without_nccl++;
+	return DT_RDV_JOINED;
+}
+
+enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
+				 const char *data, size_t size, char *buf,
+				 size_t len, size_t *out_len)
+{
+	struct conn *c;
+	char *line, *nl;
+	size_t room;
+
+	*out_len = 0;
+	if (id >= s->slots)
+		return DT_RDV_DROP;
+	c = &s->conns[id];
+	if (c->state == CONN_JOINED)
+		return DT_RDV_WAIT;	/* nothing more is expected */
+	if (c->state != CONN_PENDING)
+		return DT_RDV_DROP;
+	line = s->lines + (size_t)c->line * DT_RDV_LINE_MAX;
+	room = DT_RDV_LINE_MAX - 1 - c->len;
+	if (size > room)
+		goto drop;	/* longer than any hello */
+	memcpy(line + c->len, data, size);
+	c->len = (uint16_t)(c->len + size);
+	line[c->len] = '\0';
+	nl = memchr(line, '\n', c->len);
+	if (!nl)
+		return DT_RDV_WAIT;
+	/* One line, then it waits: anything else is not ours. */
+	if (nl != line + c->len - 1 || memchr(line, '\0', c->len))
+		goto drop;
+	*nl = '\0';
+	{
+		enum dt_rdv_verdict v = hello(s, id, line, buf, len, out_len);
+
+		if (v == DT_RDV_DROP && c->state == CONN_PENDING)
+			goto drop;
+		return v;
+	}
+drop:
+	dt_rdv_closed(s, id);
+	return DT_RDV_DROP;
+}
+
+uint32_t dt_rdv_expired(struct dt_rdv_server *s, uint64_t now)
+{
+	uint32_t id = s->oldest;
+
+	if (id == DT_RDV_NONE ||
+	    now < s->conns[id].since + s->cfg.hello_ms)
+		return DT_RDV_NONE;
+	dt_rdv_closed(s, id);
+	return id;
+}
+
+uint64_t dt_rdv_next_expiry(const struct dt_rdv_server *s)
+{
+	if (s->oldest == DT_RDV_NONE)
+		return UINT64_MAX;
+	return s->conns[s->oldest].since + s->cfg.hello_ms;
+}
+
+bool dt_rdv_complete(const struct dt_rdv_server *s)
+{
+	return s->joined == s->cfg.world;
+}
+
+uint32_t dt_rdv_joined(const struct dt_rdv_server *s)
+{
+	return s->joined;
+}
+
+bool dt_rdv_all_nccl(const struct dt_rdv_server *s)
+{
+	return s->cfg.nccl_ok && s->without_nccl == 0;
+}
+
+int64_t dt_rdv_rank_of(const struct dt_rdv_server *s, uint32_t id)
+{
+	if (id >= s->slots || s->conns[id].state != CONN_JOINED)
+		return -1;
+	return s->conns[id].rank;
+}
+
+int dt_rdv_answer(const struct dt_rdv_server *s, uint32_t id,
+		  const struct dt_rdv_reply *reply, char *buf, size_t len)
+{
+	char cnonce_hex[NONCE_HEX + 1];
+
+	if (dt_rdv_rank_of(s, id) < 0)
+		return -1;
+	dt_hex_encode(s->conns[id].cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
+	return format_answer(&s->key, cnonce_hex, reply, buf, len);
+}
+
+uint32_t dt_rdv_server_missing(const struct dt_rdv_server *s,
+			       dt_rank_host_fn host_of, void *arg, char *buf,
+			       size_t len)
+{
+	return dt_rdv_describe_missing(s->arrived, s->cfg.world, host_of, arg,
+				       buf, len);
 }
 
 /* Append "SEP rank[s] A[-B] (HOST)"; false, appending nothing, if full. */

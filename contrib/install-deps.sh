@@ -10,7 +10,7 @@ PACKAGES=(
 	# build (build-essential: a minimal root has no compiler, make or
 	# dpkg-dev)
 	build-essential autoconf automake libtool pkg-config
-	libslurm-dev libhwloc-dev libpmix-dev libcunit1-dev
+	libslurm-dev libhwloc-dev libpmix-dev libcunit1-dev nettle-dev
 	# the local cluster and the integration tests
 	slurmctld slurmd slurm-client munge hwloc
 	python3 python3-torch

@@ -1,35 +1,141 @@
-/* What rank 0 and the other ranks read from the network. */
+/*
+ * Rank 0's side of the start barrier, driven by what strangers and ranks
+ * could send: the input is a script of connections opening, sending bytes
+ * (garbage, or hellos proven with the right or a wrong secret), closing,
+ * and time passing. The core must never believe an unproven word, count a
+ * rank twice, or hold more strangers than its bound. The ranks' side reads
+ * the same input as an answer from rank 0.
+ */
 #include "config.h"
 
 #include "fuzz.h"
 #include "../../common/rendezvous.h"
 
+#define WORLD 6
+#define MAX_PENDING 3
+
+static const uint8_t secret[DT_SECRET_LEN] = { 7 };
+static const uint8_t wrong[DT_SECRET_LEN] = { 8 };
+static const uint8_t seed[DT_RDV_NONCE_LEN] = { 1 };
+
+struct fuzz_conn {
+	bool open;
+	char challenge[DT_RDV_LINE_MAX];
+};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *text = fuzz_string(data, size), line[DT_RDV_LINE_MAX];
-	struct dt_rdv_hello h, h2;
-	struct dt_rdv_reply r, r2;
-	bool arrived[64];
+	struct dt_rdv_server_config c = {
+		.world = WORLD, .secret = secret, .seed = seed, .host = "n1",
+		.max_pending = MAX_PENDING, .hello_ms = 100,
+	};
+	struct dt_rdv_server *s = dt_rdv_server_new(&c);
+	struct fuzz_conn *conns;
+	struct dt_rdv_reply reply;
+	uint8_t cnonce[DT_RDV_NONCE_LEN] = { 0 };
+	char *text = fuzz_string(data, size);
+	char out[DT_RDV_LINE_MAX];
+	uint64_t now = 0;
+	uint32_t slots;
+	size_t i = 0;
 
-	if (dt_rdv_parse_hello(text, &h) == 0) {
-		FUZZ_ASSERT(h.rank < h.world);
-		/* A hello read is a hello that can be written, and reread. */
-		FUZZ_ASSERT(dt_rdv_format_hello(line, sizeof(line), &h) > 0);
-		line[strlen(line) - 1] = '\0';
-		FUZZ_ASSERT(dt_rdv_parse_hello(line, &h2) == 0);
-		FUZZ_ASSERT(h2.rank == h.rank && h2.world == h.world &&
-			    !strcmp(h2.host, h.host));
+	FUZZ_ASSERT(s);
+	/* Whatever arrives as an answer is refused unless rank 0 made it. */
+	FUZZ_ASSERT(dt_rdv_read_answer(secret, cnonce, text, &reply) == -1);
+	slots = dt_rdv_server_slots(s);
+	conns = calloc(slots, sizeof(*conns));
+	FUZZ_ASSERT(conns);
+
+	while (i + 1 < size) {
+		uint8_t op = data[i++], arg = data[i++];
+		uint32_t id = arg % slots, evicted;
+		size_t out_len, n;
+		int len;
+
+		switch (op % 6) {
+		case 0:		/* a connection */
+			len = dt_rdv_accept(s, now, &id, &evicted, out,
+					    sizeof(out));
+			FUZZ_ASSERT(len > 0 && id < slots);
+			if (evicted != DT_RDV_NONE) {
+				FUZZ_ASSERT(dt_rdv_rank_of(s, evicted) == -1);
+				conns[evicted].open = false;
+			}
+			FUZZ_ASSERT(!conns[id].open);
+			conns[id].open = true;
+			out[len - 1] = '\0';
+			memcpy(conns[id].challenge, out, (size_t)len);
+			break;
+		case 1:		/* bytes from the input */
+		case 2:		/* a hello, proven with the secret or not */
+			if (!conns[id].open)
+				break;
+			if (op % 6 == 1) {
+				n = size - i < data[i - 1] % 64 ?
+				    size - i : data[i - 1] % 64;
+				memcpy(out, data + i, n);
+				i += n;
+			} else {
+				struct dt_rdv_hello h = {
+					arg % (WORLD + 1), WORLD, "n", true };
+
+				len = dt_rdv_hello_line(op & 8 ? wrong : secret,
+							cnonce,
+							conns[id].challenge, &h,
+							out, sizeof(out));
+				if (len < 0)
+					break;
+				n = (size_t)len;
+			}
+			{
+				int64_t before = dt_rdv_rank_of(s, id);
+				uint32_t joined = dt_rdv_joined(s);
+				enum dt_rdv_verdict v = dt_rdv_input(
+					s, id, out, n, out, sizeof(out),
+					&out_len);
+
+				if (v == DT_RDV_JOINED) {
+					FUZZ_ASSERT(before == -1);
+					FUZZ_ASSERT(dt_rdv_joined(s) ==
+						    joined + 1);
+					/* Only a proven hello gets in. */
+					FUZZ_ASSERT(op % 6 == 2 && !(op & 8));
+				}
+				if (v == DT_RDV_DROP || v == DT_RDV_REFUSE) {
+					FUZZ_ASSERT(dt_rdv_rank_of(s, id) == -1);
+					conns[id].open = false;
+				}
+				if (v == DT_RDV_REFUSE)
+					FUZZ_ASSERT(out_len > 0 &&
+						    out[out_len - 1] == '\n');
+			}
+			break;
+		case 3:		/* a hang-up */
+			dt_rdv_closed(s, id);
+			conns[id].open = false;
+			break;
+		case 4:		/* time passes */
+			now += arg;
+			while ((id = dt_rdv_expired(s, now)) != DT_RDV_NONE) {
+				FUZZ_ASSERT(conns[id].open);
+				conns[id].open = false;
+			}
+			break;
+		case 5:		/* the answer, once all are there */
+			if (dt_rdv_complete(s) && conns[id].open &&
+			    dt_rdv_rank_of(s, id) > 0) {
+				reply.ok = true;
+				snprintf(reply.address, sizeof(reply.address),
+					 "10.0.0.1");
+				FUZZ_ASSERT(dt_rdv_answer(s, id, &reply, out,
+							  sizeof(out)) > 0);
+			}
+			break;
+		}
+		FUZZ_ASSERT(dt_rdv_joined(s) >= 1 && dt_rdv_joined(s) <= WORLD);
 	}
-	if (dt_rdv_parse_reply(text, &r) == 0 && r.ok) {
-		FUZZ_ASSERT(dt_rdv_format_reply(line, sizeof(line), &r) > 0);
-		line[strlen(line) - 1] = '\0';
-		FUZZ_ASSERT(dt_rdv_parse_reply(line, &r2) == 0 && r2.ok &&
-			    r2.nccl_port == r.nccl_port);
-	}
-	for (size_t i = 0; i < 64; i++)
-		arrived[i] = i < size ? data[i] & 1 : 1;
-	dt_rdv_describe_missing(arrived, 64, NULL, NULL, line,
-				size % sizeof(line));
+	free(conns);
+	dt_rdv_server_free(s);
 	free(text);
 	return 0;
 }

@@ -29,7 +29,7 @@ if [ ${#harnesses[@]} = 0 ]; then
 		harnesses+=("$(basename "$f" .c)")
 	done
 fi
-cores=(binding envp error hostlist layout port rendezvous settings
+cores=(binding envp error hostlist layout port rendezvous secret settings
        tasks_per_node topology train_env)
 
 echo "1..${#harnesses[@]}"
@@ -45,7 +45,7 @@ for h in "${harnesses[@]}"; do
 		-fno-sanitize-recover=undefined -include "$build/config.h" \
 		-I"$build" -DDT_HELPER_DEFAULT='"/usr/bin/dist-train"' \
 		-DDT_WORKER_LIB_DEFAULT='"/usr/lib/dist-train/dist_train_worker.so"' \
-		"$src/tests/fuzz/$h.c" "${srcs[@]}" -o "$bin" 2> "$log"
+		"$src/tests/fuzz/$h.c" "${srcs[@]}" -lnettle -o "$bin" 2> "$log"
 	if [ ! -x "$bin" ]; then
 		echo "not ok $n - $h: does not build"; sed 's/^/# /' "$log"
 		failed=$((failed + 1)); continue

@@ -1,76 +1,288 @@
-/* The start barrier's messages and its "who is missing" summary. */
+/*
+ * The start barrier's protocol: proof before belief, strangers bounded,
+ * and the "who is missing" summary.
+ */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
 #include "../../common/rendezvous.h"
 
-static void test_hello_round_trip(void)
-{
-	struct dt_rdv_hello h = { 5, 8, "gpu-node017", true }, back;
-	char line[DT_RDV_LINE_MAX];
+static const uint8_t secret[DT_SECRET_LEN] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+static const uint8_t other_secret[DT_SECRET_LEN] = { 9 };
+static const uint8_t seed[DT_RDV_NONCE_LEN] = { 0xaa, 0xbb };
 
-	CU_ASSERT_EQUAL(dt_rdv_format_hello(line, sizeof(line), &h), 23);
-	CU_ASSERT_STRING_EQUAL(line, "DTB1 5 8 gpu-node017 1\n");
-	line[strlen(line) - 1] = '\0';
-	CU_ASSERT_EQUAL(dt_rdv_parse_hello(line, &back), 0);
-	CU_ASSERT_EQUAL(back.rank, 5);
-	CU_ASSERT_EQUAL(back.world, 8);
-	CU_ASSERT_STRING_EQUAL(back.host, "gpu-node017");
-	CU_ASSERT_TRUE(back.nccl_ok);
-}
-
-static void test_bad_hellos(void)
+static struct dt_rdv_server *server(uint32_t world, uint32_t max_pending)
 {
-	static const char *const bad[] = {
-		"", "DTB1", "DTB1 1 2 h", "DTB1 1 2 h 2", "DTB1 2 2 h 0",
-		"DTB1 -1 2 h 0", "DTB1 1 2  0", "DTB2 1 2 h 0",
-		"DTB1 1 2 h 0 extra", "GET / HTTP/1.1", "DTB1 1 99999999999 h 0",
-		"DTB1 1x 2 h 0",
+	struct dt_rdv_server_config c = {
+		.world = world, .secret = secret, .seed = seed,
+		.host = "n1", .nccl_ok = true, .max_pending = max_pending,
+		.hello_ms = 1000,
 	};
-	struct dt_rdv_hello h;
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		CU_ASSERT_EQUAL(dt_rdv_parse_hello(bad[i], &h), -1);
-	/* A host name with a blank cannot be sent. */
-	struct dt_rdv_hello blank = { 1, 2, "a b", false };
-	char line[DT_RDV_LINE_MAX];
-
-	CU_ASSERT_EQUAL(dt_rdv_format_hello(line, sizeof(line), &blank), -1);
+	return dt_rdv_server_new(&c);
 }
 
-static void test_replies(void)
+/* A connection of rank RANK accepted at NOW: its id and its hello,
+ * made with KEY for that connection's challenge. */
+static uint32_t connect_rank(struct dt_rdv_server *s, uint64_t now,
+			     const uint8_t *key, uint32_t rank,
+			     uint32_t world, const char *host,
+			     uint8_t cnonce[DT_RDV_NONCE_LEN], char *hello,
+			     size_t len)
 {
+	struct dt_rdv_hello h = { rank, world, "", true };
+	char challenge[DT_RDV_LINE_MAX];
+	uint32_t id, evicted;
+	int n;
+
+	snprintf(h.host, sizeof(h.host), "%s", host);
+	memset(cnonce, (int)rank, DT_RDV_NONCE_LEN);
+	n = dt_rdv_accept(s, now, &id, &evicted, challenge,
+			  sizeof(challenge));
+	CU_ASSERT(n > 0 && challenge[n - 1] == '\n');
+	challenge[n - 1] = '\0';
+	CU_ASSERT(dt_rdv_hello_line(key, cnonce, challenge, &h, hello,
+				    len) > 0);
+	return id;
+}
+
+static enum dt_rdv_verdict say(struct dt_rdv_server *s, uint32_t id,
+			       const char *text, char *out, size_t *out_len)
+{
+	return dt_rdv_input(s, id, text, strlen(text), out, DT_RDV_LINE_MAX,
+			    out_len);
+}
+
+static void test_round_trip(void)
+{
+	struct dt_rdv_server *s = server(3, 8);
 	struct dt_rdv_reply ok = { .ok = true, .address = "10.1.2.3",
 				   .nccl_port = 20257, .nccl_check = true };
-	struct dt_rdv_reply fail = { .ok = false };
 	struct dt_rdv_reply back;
-	char line[DT_RDV_LINE_MAX];
+	uint8_t c1[DT_RDV_NONCE_LEN], c2[DT_RDV_NONCE_LEN];
+	char h1[DT_RDV_LINE_MAX], h2[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
+	uint32_t id1, id2;
+	size_t out_len;
+	int n;
 
-	CU_ASSERT(dt_rdv_format_reply(line, sizeof(line), &ok) > 0);
-	CU_ASSERT_STRING_EQUAL(line, "OK 10.1.2.3 20257 1\n");
-	line[strlen(line) - 1] = '\0';
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply(line, &back), 0);
+	id1 = connect_rank(s, 0, secret, 1, 3, "n2", c1, h1, sizeof(h1));
+	id2 = connect_rank(s, 0, secret, 2, 3, "n3", c2, h2, sizeof(h2));
+	CU_ASSERT_EQUAL(strncmp(h1, "DTB2 1 3 n2 1 ", 14), 0);
+	/* Split anywhere: a line is a line. */
+	CU_ASSERT_EQUAL(dt_rdv_input(s, id1, h1, 10, out, sizeof(out),
+				     &out_len), DT_RDV_WAIT);
+	CU_ASSERT_EQUAL(say(s, id1, h1 + 10, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_FALSE(dt_rdv_complete(s));
+	CU_ASSERT_EQUAL(say(s, id2, h2, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_TRUE(dt_rdv_complete(s));
+	CU_ASSERT_TRUE(dt_rdv_all_nccl(s));
+	CU_ASSERT_EQUAL(dt_rdv_rank_of(s, id2), 2);
+
+	n = dt_rdv_answer(s, id1, &ok, out, sizeof(out));
+	CU_ASSERT(n > 0 && out[n - 1] == '\n');
+	out[n - 1] = '\0';
+	CU_ASSERT_EQUAL(strncmp(out, "OK ", 3), 0);
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c1, out, &back), 0);
 	CU_ASSERT_TRUE(back.ok && back.nccl_check);
 	CU_ASSERT_STRING_EQUAL(back.address, "10.1.2.3");
 	CU_ASSERT_EQUAL(back.nccl_port, 20257);
+	/* Made for rank 1's connection: worthless on rank 2's, or to
+	 * anyone without the secret. */
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c2, out, &back), -1);
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(other_secret, c1, out, &back), -1);
+	/* Any change breaks it. */
+	out[strlen(out) - 1] = out[strlen(out) - 1] == '1' ? '0' : '1';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c1, out, &back), -1);
+	dt_rdv_server_free(s);
+}
 
-	snprintf(fail.message, sizeof(fail.message), "2 of 8 ranks did not "
-		 "arrive");
-	CU_ASSERT(dt_rdv_format_reply(line, sizeof(line), &fail) > 0);
-	line[strlen(line) - 1] = '\0';
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply(line, &back), 0);
-	CU_ASSERT_FALSE(back.ok);
-	CU_ASSERT_STRING_EQUAL(back.message, "2 of 8 ranks did not arrive");
+static void test_strangers_dropped(void)
+{
+	struct dt_rdv_server *s = server(4, 8);
+	uint8_t c[DT_RDV_NONCE_LEN];
+	char h[DT_RDV_LINE_MAX], h2[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
+	char *p;
+	uint32_t id, id2;
+	size_t out_len;
 
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply("OK fe80::1 0 0", &back), 0);
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply("OK 1.2.3.4 65536 0", &back), -1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply("OK 1.2.3.4 1 2", &back), -1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply("OK  1 0", &back), -1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_reply("MAYBE", &back), -1);
-	strcpy(fail.message, "two\nlines");
-	CU_ASSERT_EQUAL(dt_rdv_format_reply(line, sizeof(line), &fail), -1);
+	/* The wrong secret. */
+	id = connect_rank(s, 0, other_secret, 1, 4, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_DROP);
+	CU_ASSERT_EQUAL(out_len, 0);
+	/* A forged word: rank 1 claimed as rank 3 under rank 1's MAC. */
+	id = connect_rank(s, 0, secret, 1, 4, "n2", c, h, sizeof(h));
+	p = strchr(h, ' ') + 1;
+	*p = '3';
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_DROP);
+	/* A real hello replayed on another connection. */
+	id = connect_rank(s, 0, secret, 2, 4, "n2", c, h, sizeof(h));
+	id2 = connect_rank(s, 0, secret, 2, 4, "n2", c, h2, sizeof(h2));
+	CU_ASSERT_EQUAL(say(s, id2, h, out, &out_len), DT_RDV_DROP);
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	/* Garbage, the old protocol, two lines, a NUL, a line too long. */
+	id = connect_rank(s, 0, secret, 3, 4, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, "DTB1 3 4 n2 1\n", out, &out_len),
+			DT_RDV_DROP);
+	id = connect_rank(s, 0, secret, 3, 4, "n2", c, h, sizeof(h));
+	strcat(h, "x\n");
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_DROP);
+	id = connect_rank(s, 0, secret, 3, 4, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(dt_rdv_input(s, id, "a\0b\n", 4, out, sizeof(out),
+				     &out_len), DT_RDV_DROP);
+	id = connect_rank(s, 0, secret, 3, 4, "n2", c, h, sizeof(h));
+	memset(h, 'x', DT_RDV_LINE_MAX - 2);
+	CU_ASSERT_EQUAL(dt_rdv_input(s, id, h, DT_RDV_LINE_MAX - 2, out,
+				     sizeof(out), &out_len), DT_RDV_WAIT);
+	CU_ASSERT_EQUAL(say(s, id, "xx", out, &out_len), DT_RDV_DROP);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
+	/* The real rank 3 still gets in. */
+	id = connect_rank(s, 0, secret, 3, 4, "n4", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_FALSE(dt_rdv_complete(s));
+	dt_rdv_server_free(s);
+}
+
+/* Read the FAIL in OUT as the rank that sent the hello with CNONCE. */
+static const char *refusal(char *out, size_t out_len, const uint8_t *cnonce)
+{
+	static struct dt_rdv_reply r;
+
+	CU_ASSERT(out_len > 0 && out[out_len - 1] == '\n');
+	out[out_len - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, cnonce, out, &r), 0);
+	CU_ASSERT_FALSE(r.ok);
+	return r.message;
+}
+
+static void test_real_ranks_refused(void)
+{
+	struct dt_rdv_server *s = server(4, 8);
+	uint8_t c[DT_RDV_NONCE_LEN];
+	char h[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
+	uint32_t id;
+	size_t out_len;
+
+	id = connect_rank(s, 0, secret, 2, 4, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	id = connect_rank(s, 0, secret, 2, 4, "n5", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
+	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
+			       "rank 2 arrived twice (again from n5)");
+	id = connect_rank(s, 0, secret, 7, 8, "n6", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
+	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
+			       "rank 7 on n6 says the step has 8 tasks, rank 0 "
+			       "on n1 says 4");
+	id = connect_rank(s, 0, secret, 0, 4, "n6", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
+	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
+			       "n6 says it is rank 0, which is not one rank 0 "
+			       "on n1 waits for (1-3)");
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
+	dt_rdv_server_free(s);
+}
+
+static void test_bounded_strangers(void)
+{
+	struct dt_rdv_server *s = server(3, 2);
+	uint8_t c[DT_RDV_NONCE_LEN];
+	char h[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
+	uint32_t idle1, idle2, id, evicted, gone;
+	size_t out_len;
+
+	CU_ASSERT_EQUAL(dt_rdv_server_slots(s), 4);
+	dt_rdv_accept(s, 0, &idle1, &evicted, out, sizeof(out));
+	CU_ASSERT_EQUAL(evicted, DT_RDV_NONE);
+	dt_rdv_accept(s, 10, &idle2, &evicted, out, sizeof(out));
+	CU_ASSERT_EQUAL(evicted, DT_RDV_NONE);
+	/* Full: the real rank, arriving last, evicts the oldest stranger. */
+	id = connect_rank(s, 20, secret, 1, 3, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	/* Strangers keep coming: only strangers go. */
+	dt_rdv_accept(s, 30, &id, &evicted, out, sizeof(out));
+	CU_ASSERT_EQUAL(evicted, DT_RDV_NONE);
+	for (int i = 0; i < 100; i++) {
+		dt_rdv_accept(s, 30, &id, &evicted, out, sizeof(out));
+		CU_ASSERT(evicted != DT_RDV_NONE);
+		CU_ASSERT_EQUAL(dt_rdv_rank_of(s, evicted), -1);
+	}
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
+	/* Time is up for the unproven, oldest first, not for the rank. */
+	CU_ASSERT_EQUAL(dt_rdv_next_expiry(s), 1030);
+	CU_ASSERT_EQUAL(dt_rdv_expired(s, 1029), DT_RDV_NONE);
+	gone = dt_rdv_expired(s, 1030);
+	CU_ASSERT(gone != DT_RDV_NONE);
+	CU_ASSERT(dt_rdv_expired(s, 1030) != DT_RDV_NONE);
+	CU_ASSERT_EQUAL(dt_rdv_expired(s, 1030), DT_RDV_NONE);
+	CU_ASSERT_EQUAL(dt_rdv_next_expiry(s), UINT64_MAX);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
+	dt_rdv_server_free(s);
+}
+
+static void test_rank_leaves(void)
+{
+	struct dt_rdv_server *s = server(3, 4);
+	uint8_t c[DT_RDV_NONCE_LEN];
+	char h[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX], who[64];
+	uint32_t id;
+	size_t out_len;
+
+	id = connect_rank(s, 0, secret, 2, 3, "n3", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_EQUAL(dt_rdv_server_missing(s, NULL, NULL, who,
+					      sizeof(who)), 1);
+	CU_ASSERT_STRING_EQUAL(who, "rank 1");
+	/* Hung up before the answer: missing again, and may come back. */
+	dt_rdv_closed(s, id);
+	CU_ASSERT_EQUAL(dt_rdv_server_missing(s, NULL, NULL, who,
+					      sizeof(who)), 2);
+	CU_ASSERT_STRING_EQUAL(who, "ranks 1-2");
+	id = connect_rank(s, 0, secret, 2, 3, "n3", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	dt_rdv_server_free(s);
+}
+
+static void test_long_refusal_cut(void)
+{
+	struct dt_rdv_server *s = server(2, 4);
+	struct dt_rdv_reply fail = { .ok = false }, back;
+	uint8_t c[DT_RDV_NONCE_LEN];
+	char h[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
+	uint32_t id;
+	size_t out_len;
+	int n;
+
+	id = connect_rank(s, 0, secret, 1, 2, "n2", c, h, sizeof(h));
+	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_JOINED);
+	memset(fail.message, 'm', sizeof(fail.message) - 1);
+	n = dt_rdv_answer(s, id, &fail, out, sizeof(out));
+	CU_ASSERT(n > 0 && n < DT_RDV_LINE_MAX);
+	out[n - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, out, &back), 0);
+	CU_ASSERT(strlen(back.message) > 400);
+	dt_rdv_server_free(s);
+}
+
+static void test_secret_text(void)
+{
+	uint8_t back[DT_SECRET_LEN];
+	char hex[DT_SECRET_HEX + 1];
+
+	dt_secret_format(secret, hex);
+	CU_ASSERT_EQUAL(strlen(hex), 64);
+	CU_ASSERT_EQUAL(strncmp(hex, "0102030405060708", 16), 0);
+	CU_ASSERT_EQUAL(dt_secret_parse(hex, back), 0);
+	CU_ASSERT_EQUAL(memcmp(back, secret, sizeof(back)), 0);
+	hex[63] = 'g';
+	CU_ASSERT_EQUAL(dt_secret_parse(hex, back), -1);
+	CU_ASSERT_EQUAL(dt_secret_parse("abcd", back), -1);
+	CU_ASSERT_EQUAL(dt_secret_parse(NULL, back), -1);
+	hex[63] = '0';
+	strcat(hex, "0");
+	CU_ASSERT_EQUAL(dt_secret_parse(hex, back), -1);
 }
 
 static const char *const hosts[] = {
@@ -117,9 +329,13 @@ static void test_missing_many(void)
 }
 
 static const struct unit_test tests[] = {
-	UNIT_TEST(test_hello_round_trip),
-	UNIT_TEST(test_bad_hellos),
-	UNIT_TEST(test_replies),
+	UNIT_TEST(test_round_trip),
+	UNIT_TEST(test_strangers_dropped),
+	UNIT_TEST(test_real_ranks_refused),
+	UNIT_TEST(test_bounded_strangers),
+	UNIT_TEST(test_rank_leaves),
+	UNIT_TEST(test_long_refusal_cut),
+	UNIT_TEST(test_secret_text),
 	UNIT_TEST(test_missing_summary),
 	UNIT_TEST(test_missing_many),
 };
