@@ -10,20 +10,74 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "barrier.h"
 #include "bootstrap.h"
 #include "commands.h"
+#include "join.h"
 #include "nccl_check.h"
+#include "net.h"
 #include "netif.h"
 #include "pmix_client.h"
+#include "rank0.h"
 #include "../common/hostlist.h"
 #include "../common/python_hook.h"
 #include "../common/tasks_per_node.h"
 
-/* The PMIx key under which rank 0 publishes its rendezvous port. */
+/*
+ * The PMIx key under which rank 0 publishes its rendezvous port, and the
+ * step's secret when it made it.
+ */
 #define RENDEZVOUS_KEY "dist-train.rendezvous"
+/* Where the plugin's srun puts the step's secret; see read_secret. */
+#define SECRET_ENV "DIST_TRAIN_STEP_SECRET"
+/* How a user makes one by hand. */
+#define SECRET_RECIPE \
+	"export " SECRET_ENV "=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
 /* How far past the step's ports rank 0 looks for a free one. */
 #define PORT_SEARCH 256
+
+/*
+ * The step's secret: every rank proves with it that it belongs to the
+ * step before rank 0 counts it. The plugin's srun makes it and Slurm's
+ * launch carries it to the tasks, where the plugin hands it to us on a
+ * pipe (--secret-fd) and takes it out of the program's environment. Run
+ * by hand, we take it from SECRET_ENV, or with PMIx rank 0 makes one and
+ * publishes it to the step's tasks only.
+ */
+static struct {
+	bool have;
+	const char *source;	/* for messages */
+	uint8_t bytes[DT_SECRET_LEN];
+} step_secret;
+
+static int read_secret_fd(int fd)
+{
+	char hex[DT_SECRET_HEX + 2];
+	size_t len = 0;
+	ssize_t n;
+
+	while (fd >= 0 && len < sizeof(hex) - 1) {
+		n = read(fd, hex + len, sizeof(hex) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	if (fd >= 0)
+		close(fd);
+	hex[len] = '\0';
+	if (len && hex[len - 1] == '\n')
+		hex[len - 1] = '\0';
+	if (dt_secret_parse(hex, step_secret.bytes) < 0) {
+		explicit_bzero(hex, sizeof(hex));
+		helper_error("--secret-fd: no step secret could be read");
+		return -1;
+	}
+	explicit_bzero(hex, sizeof(hex));
+	step_secret.have = true;
+	step_secret.source = "srun";
+	return 0;
+}
 
 int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		      int *result_fd, int *next)
@@ -32,6 +86,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		{ "settings", required_argument, NULL, 's' },
 		{ "port-range", required_argument, NULL, 'p' },
 		{ "result-fd", required_argument, NULL, 'r' },
+		{ "secret-fd", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[640], word[64];
@@ -63,11 +118,31 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		case 'r':
 			*result_fd = atoi(optarg);
 			break;
+		case 'k':
+			if (read_secret_fd(atoi(optarg)) < 0)
+				return 2;
+			break;
 		default:
 			return 2;
 		}
 	}
 	*next = optind;
+	/* Whatever comes of it, the program run after us never sees it. */
+	if (!step_secret.have && getenv(SECRET_ENV)) {
+		int bad = dt_secret_parse(getenv(SECRET_ENV),
+					      step_secret.bytes);
+
+		unsetenv(SECRET_ENV);
+		if (bad) {
+			helper_error(SECRET_ENV " is not %d hex digits: "
+				     "leave it to srun --dist-train, or "
+				     SECRET_RECIPE " before srun",
+				     DT_SECRET_HEX);
+			return 2;
+		}
+		step_secret.have = true;
+		step_secret.source = "the environment";
+	}
 	return 0;
 }
 
@@ -216,7 +291,7 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 			port = (uint16_t)(t->cfg->port_lo +
 				(first - t->cfg->port_lo + i) %
 				(t->cfg->port_hi - t->cfg->port_lo + 1));
-		*fd = barrier_listen(port);
+		*fd = net_listen(port);
 		if (*fd >= 0) {
 			if (i > 0)
 				t->ports.source = DT_PORT_PROBED;
@@ -243,7 +318,7 @@ static uint16_t nccl_port(const struct task *t)
 
 		if (rdv < t->cfg->port_lo || rdv > t->cfg->port_hi)
 			port = (uint16_t)(rdv + i);	/* reserved ports */
-		if (port != rdv && port_is_free(port))
+		if (port != rdv && net_port_is_free(port))
 			return port;
 	}
 	return 0;
@@ -269,12 +344,32 @@ static int resolve(const char *host, char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * Without a secret from srun or the environment, rank 0 makes one and
+ * gives it with its port through PMIx, which only the step's tasks reach.
+ * Without PMIx either, nothing could tell a rank from a stranger.
+ */
+static int need_secret(const struct task *t, bool *quiet, char *err,
+		       size_t errlen)
+{
+	if (step_secret.have || t->pmix || t->layout.world_size < 2)
+		return 0;
+	/* Every rank would say the same: rank 0 does. */
+	*quiet = t->ids.rank != 0;
+	snprintf(err, errlen, "step %s has no secret for its ranks to prove "
+		 "to rank 0 that they belong to it: run it under srun "
+		 "--dist-train or srun --mpi=pmix, or " SECRET_RECIPE
+		 " before srun", t->step_id);
+	return -1;
+}
+
 /* Rank 0: listen, publish, wait for everyone. */
 static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
-			    uint64_t deadline, struct barrier_result *res,
+			    uint64_t deadline, struct rendezvous_result *res,
 			    char *err, size_t errlen)
 {
-	char value[16];
+	struct rank0_params params;
+	char value[16 + DT_SECRET_HEX + 1], hex[DT_SECRET_HEX + 1];
 	uint16_t port2 = 0;
 	int fd, rc = -1;
 
@@ -283,13 +378,33 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 	if (t->cfg->nccl || hello->nccl_ok)
 		port2 = nccl_port(t);
 	snprintf(value, sizeof(value), "%u", t->ports.port[0]);
+	if (t->pmix && !step_secret.have && hello->world > 1) {
+		if (net_random(step_secret.bytes, DT_SECRET_LEN) < 0) {
+			snprintf(err, errlen, "no random numbers: %s",
+				 strerror(errno));
+			goto out;
+		}
+		step_secret.have = true;
+		step_secret.source = "PMIx";
+		dt_secret_format(step_secret.bytes, hex);
+		snprintf(value, sizeof(value), "%u %s", t->ports.port[0],
+			 hex);
+		explicit_bzero(hex, sizeof(hex));
+	}
 	if (t->pmix && pmix_publish(t->pmix, RENDEZVOUS_KEY, value, err,
 				    errlen) < 0)
 		goto out;
 	if (hello->world > 1) {
-		rc = barrier_serve(fd, hello, port2, t->cfg->check, deadline,
-				   t->cfg->timeout, rank_host, t, res, err,
-				   errlen);
+		memset(&params, 0, sizeof(params));
+		params.self = hello;
+		params.secret = step_secret.bytes;
+		params.nccl_port = port2;
+		params.want_nccl = t->cfg->check;
+		params.deadline_ms = deadline;
+		params.timeout_s = t->cfg->timeout;
+		params.host_of = rank_host;
+		params.host_arg = t;
+		rc = rank0_serve(fd, &params, res, err, errlen);
 		goto out;
 	}
 	memset(res, 0, sizeof(*res));
@@ -300,17 +415,48 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 		snprintf(res->address, sizeof(res->address), "127.0.0.1");
 	rc = 0;
 out:
+	explicit_bzero(value, sizeof(value));
 	close(fd);
 	return rc;
 }
 
+/* What rank 0 published: "PORT" or "PORT SECRET"; 0, or -1 with ERR. */
+static int read_published(struct task *t, char *value, char *err,
+			  size_t errlen)
+{
+	char *secret = strchr(value, ' ');
+	uint16_t port;
+
+	if (secret)
+		*secret++ = '\0';
+	if (!dt_is_port(value)) {
+		snprintf(err, errlen, "rank 0 published '%.20s' as its port",
+			 value);
+		return -1;
+	}
+	if (secret && !step_secret.have) {
+		if (dt_secret_parse(secret, step_secret.bytes) < 0) {
+			snprintf(err, errlen, "rank 0 published no usable "
+				 "secret");
+			return -1;
+		}
+		step_secret.have = true;
+		step_secret.source = "PMIx";
+	}
+	port = (uint16_t)atoi(value);
+	/* Rank 0 moved off the step's first port: it was taken. */
+	if (port != t->ports.port[0])
+		t->ports.source = DT_PORT_PROBED;
+	t->ports.port[0] = port;
+	return 0;
+}
+
 /* Other ranks: learn rank 0's port, reach it, wait for the word. */
 static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
-			   uint64_t deadline, struct barrier_result *res,
+			   uint64_t deadline, struct rendezvous_result *res,
 			   bool *quiet, char *err, size_t errlen)
 {
-	uint16_t port = t->ports.port[0];
-	char value[16];
+	char value[16 + DT_SECRET_HEX + 1];
 
 	if (t->pmix) {
 		int left = (int)(deadline > now_ms() ? deadline - now_ms() : 0);
@@ -327,28 +473,27 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 				 t->layout.master_addr, t->cfg->timeout);
 			return -1;
 		}
+		rc = rc < 0 ? -1 : read_published(t, value, err, errlen);
+		explicit_bzero(value, sizeof(value));
 		if (rc < 0)
 			return -1;
-		if (!dt_is_port(value)) {
-			snprintf(err, errlen, "rank 0 published '%s' as its "
-				 "port", value);
-			return -1;
-		}
-		port = (uint16_t)atoi(value);
-		/* Rank 0 moved off the step's first port: it was taken. */
-		if (port != t->ports.port[0])
-			t->ports.source = DT_PORT_PROBED;
-		t->ports.port[0] = port;
+	}
+	if (!step_secret.have) {
+		snprintf(err, errlen, "rank 0 gave no secret to prove this "
+			 "rank with: are all nodes running the same dist-train "
+			 "version?");
+		return -1;
 	}
 	/* Rank 0 answers within its own timeout of its start, which was
 	 * before we could connect: wait that long once connected. */
-	return barrier_join(t->layout.master_addr, port, hello, deadline,
-			    (uint64_t)t->cfg->timeout * 1000 + 10000, res,
-			    quiet, err, errlen);
+	return join_rank0(t->layout.master_addr, t->ports.port[0],
+			  step_secret.bytes, hello, deadline,
+			  (uint64_t)t->cfg->timeout * 1000 + 10000, res, quiet,
+			  err, errlen);
 }
 
 /* The NCCL all-reduce of --dist-train=check, when every rank can. */
-static int nccl_check(struct task *t, const struct barrier_result *res,
+static int nccl_check(struct task *t, const struct rendezvous_result *res,
 		      const char *ifname, char *err, size_t errlen)
 {
 	char id[128];
@@ -367,7 +512,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 {
 	struct task t;
 	struct dt_rdv_hello hello;
-	struct barrier_result res;
+	struct rendezvous_result res;
 	struct dt_env_request req;
 	char err[1024], why[128] = "", ifname[80], comm_id[128], *cpus;
 	bool have_ifname = false, quiet = false;
@@ -385,7 +530,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	if (gethostname(t.host, sizeof(t.host) - 1) < 0)
 		snprintf(t.host, sizeof(t.host), "unknown");
 
-	if (find_place(&t, err, sizeof(err)) < 0)
+	if (find_place(&t, err, sizeof(err)) < 0 ||
+	    need_secret(&t, &quiet, err, sizeof(err)) < 0)
 		goto fail;
 
 	memset(&hello, 0, sizeof(hello));

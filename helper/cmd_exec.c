@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
@@ -73,6 +74,8 @@ int cmd_exec(int argc, char **argv)
 	if (cfg.verbose)
 		bootstrap_describe(&env, notes);
 	dt_env_free(&env);
+	/* The program lives as it would without us (see main.c). */
+	prctl(PR_SET_PDEATHSIG, 0);
 	execvp(argv[next], argv + next);
 	helper_error("cannot run %s: %s", argv[next], strerror(errno));
 	return 127;

@@ -3,9 +3,12 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "commands.h"
 
@@ -51,8 +54,23 @@ static void usage(FILE *out)
 		"help", "show this help", "version", "show the version");
 }
 
+/*
+ * The helper never outlives what started it: a step killed during the
+ * bootstrap (scancel) leaves nothing behind, even when the helper runs in
+ * a process group of its own. The parent may have died before the request
+ * took hold: then it is already gone.
+ */
+static void die_with_parent(void)
+{
+	pid_t parent = getppid();
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent)
+		_exit(1);
+}
+
 int main(int argc, char **argv)
 {
+	die_with_parent();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

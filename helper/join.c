@@ -1,0 +1,191 @@
+#include "config.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "join.h"
+#include "net.h"
+
+/* How long rank 0 may take to send its challenge on a connection. */
+#define CHALLENGE_MS 5000
+
+/* One non-blocking connect to AI, bounded by DEADLINE. */
+static int try_connect(const struct addrinfo *ai, uint64_t deadline)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
+			SOCK_NONBLOCK, ai->ai_protocol);
+	struct pollfd p;
+	int soerr = 0, saved;
+	socklen_t len = sizeof(soerr);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return fd;
+	if (errno != EINPROGRESS)
+		goto fail;
+	p.fd = fd;
+	p.events = POLLOUT;
+	if (poll(&p, 1, net_remaining_ms(deadline)) <= 0) {
+		errno = ETIMEDOUT;
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
+		errno = soerr ? soerr : errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+/* A connection to HOST:PORT, or -1 with WHY. */
+static int reach(const char *host, const char *port, uint64_t deadline,
+		 const char **why)
+{
+	struct addrinfo hints, *ais = NULL;
+	int fd = -1, gai;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	gai = getaddrinfo(host, port, &hints, &ais);
+	if (gai) {
+		*why = gai_strerror(gai);
+		return -1;
+	}
+	for (struct addrinfo *ai = ais; ai && fd < 0; ai = ai->ai_next) {
+		fd = try_connect(ai, deadline);
+		if (fd < 0)
+			*why = strerror(errno);
+	}
+	freeaddrinfo(ais);
+	return fd;
+}
+
+/*
+ * One line from FD by DEADLINE into LINE (without its '\n'). Returns 0,
+ * -1 on a timeout or a line too long, -2 when the peer hung up.
+ */
+static int read_line(int fd, uint64_t deadline, char *line, size_t size)
+{
+	size_t len = 0;
+
+	while (!memchr(line, '\n', len)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t got;
+
+		if (len == size - 1 ||
+		    poll(&p, 1, net_remaining_ms(deadline)) <= 0)
+			return -1;
+		got = recv(fd, line + len, size - 1 - len, 0);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0)
+			return -2;
+		len += (size_t)got;
+	}
+	line[len] = '\0';
+	*strchr(line, '\n') = '\0';
+	return 0;
+}
+
+int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
+	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
+	       uint64_t reply_wait_ms, struct rendezvous_result *res,
+	       bool *from_rank0, char *err, size_t errlen)
+{
+	struct dt_rdv_reply reply;
+	uint8_t cnonce[DT_RDV_NONCE_LEN];
+	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
+	const char *why = "no address";
+	int fd = -1, n, got;
+
+	*from_rank0 = false;
+	memset(res, 0, sizeof(*res));
+	snprintf(portstr, sizeof(portstr), "%u", port);
+
+	/*
+	 * Rank 0 may not listen yet, or may have dropped this connection
+	 * among strangers' before it was proven: try until the deadline.
+	 */
+	for (;; close(fd), fd = -1, usleep(50000)) {
+		uint64_t challenge_by;
+
+		if (now_ms() >= connect_deadline_ms) {
+			snprintf(err, errlen, "cannot reach rank 0 at %s:%u: "
+				 "%s", host, port, why);
+			return -1;
+		}
+		fd = reach(host, portstr, connect_deadline_ms, &why);
+		if (fd < 0)
+			continue;
+		challenge_by = now_ms() + CHALLENGE_MS;
+		if (challenge_by > connect_deadline_ms)
+			challenge_by = connect_deadline_ms;
+		if (read_line(fd, challenge_by, challenge,
+			      sizeof(challenge)) < 0) {
+			why = "it did not send its challenge";
+			continue;
+		}
+		if (net_random(cnonce, sizeof(cnonce)) < 0) {
+			snprintf(err, errlen, "no random numbers: %s",
+				 strerror(errno));
+			goto fail;
+		}
+		n = dt_rdv_hello_line(secret, cnonce, challenge, hello, line,
+				      sizeof(line));
+		if (n < 0) {
+			why = "what listens there is not a dist-train rank 0";
+			continue;
+		}
+		if (!net_send_all(fd, line, (size_t)n,
+				  now_ms() + CHALLENGE_MS)) {
+			why = "it hung up during the hello";
+			continue;
+		}
+		/* The answer comes once everyone is there, or at its
+		 * timeout. Hanging up instead: this hello was not taken. */
+		got = read_line(fd, now_ms() + reply_wait_ms, line,
+				sizeof(line));
+		if (got == -2) {
+			why = "it closed the connection without an answer "
+			      "(was this task started with the step's "
+			      "secret?)";
+			continue;
+		}
+		if (got < 0) {
+			snprintf(err, errlen, "rank 0 at %s:%u did not answer",
+				 host, port);
+			goto fail;
+		}
+		break;
+	}
+	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
+		snprintf(err, errlen, "%s:%u answered, but not as this step's "
+			 "rank 0 (it does not know the step's secret): "
+			 "another program holds rank 0's port", host, port);
+		goto fail;
+	}
+	if (!reply.ok) {
+		*from_rank0 = true;
+		snprintf(err, errlen, "%s", reply.message);
+		goto fail;
+	}
+	snprintf(res->address, sizeof(res->address), "%s", reply.address);
+	res->nccl_port = reply.nccl_port;
+	res->nccl_check = reply.nccl_check;
+	close(fd);
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}

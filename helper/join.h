@@ -1,0 +1,26 @@
+/*
+ * Every rank but 0: reach rank 0, prove this task belongs to the step,
+ * and wait for rank 0's answer, which it proves too (common/rendezvous.h).
+ */
+#ifndef DIST_TRAIN_HELPER_JOIN_H
+#define DIST_TRAIN_HELPER_JOIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rank0.h"
+
+/*
+ * Reach HOST:PORT and prove HELLO with SECRET by CONNECT_DEADLINE_MS
+ * (trying again while rank 0 is not there or dropped this connection
+ * before it was proven), then wait up to REPLY_WAIT_MS for rank 0's
+ * answer. Returns 0 and fills RES, or -1 with ERR; *FROM_RANK0 says ERR is
+ * rank 0's verdict (rank 0 reports it), not a problem of this rank.
+ */
+int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
+	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
+	       uint64_t reply_wait_ms, struct rendezvous_result *res,
+	       bool *from_rank0, char *err, size_t errlen);
+
+#endif

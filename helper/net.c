@@ -1,0 +1,138 @@
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int net_remaining_ms(uint64_t deadline)
+{
+	uint64_t now = now_ms();
+
+	if (now >= deadline)
+		return 0;
+	return deadline - now > 60000 ? 60000 : (int)(deadline - now);
+}
+
+int net_listen(uint16_t port)
+{
+	int one = 1, zero = 0, fd, saved;
+	struct sockaddr_in6 a6;
+	struct sockaddr_in a4;
+
+	/* Both IPv6 and IPv4, as PyTorch's store listens. */
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		memset(&a6, 0, sizeof(a6));
+		a6.sin6_family = AF_INET6;
+		a6.sin6_addr = in6addr_any;
+		a6.sin6_port = htons(port);
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&a6, sizeof(a6)) == 0 &&
+		    listen(fd, SOMAXCONN) == 0)
+			return fd;
+		saved = errno;
+		close(fd);
+		if (saved != EAFNOSUPPORT && saved != EADDRNOTAVAIL) {
+			errno = saved;
+			return -1;
+		}
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	memset(&a4, 0, sizeof(a4));
+	a4.sin_family = AF_INET;
+	a4.sin_addr.s_addr = htonl(INADDR_ANY);
+	a4.sin_port = htons(port);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a4, sizeof(a4)) == 0 &&
+	    listen(fd, SOMAXCONN) == 0)
+		return fd;
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+bool net_port_is_free(uint16_t port)
+{
+	int fd = net_listen(port);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline)
+{
+	while (len) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			if (poll(&p, 1, net_remaining_ms(deadline)) <= 0)
+				return false;
+			continue;
+		}
+		if (n <= 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+void net_address_text(const struct sockaddr_storage *sa, char *buf,
+		      size_t len)
+{
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a6 = (const void *)sa;
+
+		if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+			inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], buf,
+				  (socklen_t)len);
+		else
+			inet_ntop(AF_INET6, &a6->sin6_addr, buf,
+				  (socklen_t)len);
+	} else {
+		const struct sockaddr_in *a4 = (const void *)sa;
+
+		inet_ntop(AF_INET, &a4->sin_addr, buf, (socklen_t)len);
+	}
+}
+
+int net_random(void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

@@ -1,0 +1,39 @@
+/*
+ * The socket calls the start barrier's two sides share: rank 0 listens
+ * where PyTorch's store will (every address, IPv6 and IPv4), and every
+ * wait has a deadline on a monotonic clock.
+ */
+#ifndef DIST_TRAIN_HELPER_NET_H
+#define DIST_TRAIN_HELPER_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Milliseconds on a monotonic clock. */
+uint64_t now_ms(void);
+
+/* Milliseconds to DEADLINE for poll(), at most a minute; 0 when past. */
+int net_remaining_ms(uint64_t deadline);
+
+/*
+ * Listen on PORT on every address, as PyTorch's store will. Returns the
+ * socket, or -1 with errno (EADDRINUSE: something holds the port).
+ */
+int net_listen(uint16_t port);
+
+/* Whether PORT could be listened on now. */
+bool net_port_is_free(uint16_t port);
+
+/* Write all of BUF before DEADLINE; false on failure. */
+bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline);
+
+/* The numeric address of SA, IPv4-mapped IPv6 shown as IPv4. */
+void net_address_text(const struct sockaddr_storage *sa, char *buf,
+		      size_t len);
+
+/* Fill BUF with LEN random bytes from the kernel; 0, or -1. */
+int net_random(void *buf, size_t len);
+
+#endif
