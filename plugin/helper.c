@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 /* The records fit easily; more means something is wrong. */
 #define RECORDS_MAX (1 << 20)
 #define RESULT_FD 3
+#define SECRET_FD 4
 
 static long long now_ms(void)
 {
@@ -33,7 +35,7 @@ static long long now_ms(void)
 }
 
 static void exec_helper(const char *path, char *const argv[],
-			char *const envp[], int result_fd)
+			char *const envp[], int result_fd, int secret_fd)
 {
 	sigset_t none;
 
@@ -41,8 +43,15 @@ static void exec_helper(const char *path, char *const argv[],
 	setpgid(0, 0);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (dup2(result_fd, RESULT_FD) < 0)
+	/* Out of the way first: either may be 3 or 4 already. */
+	result_fd = fcntl(result_fd, F_DUPFD_CLOEXEC, 10);
+	if (secret_fd >= 0)
+		secret_fd = fcntl(secret_fd, F_DUPFD_CLOEXEC, 10);
+	if (result_fd < 0 || dup2(result_fd, RESULT_FD) < 0 ||
+	    (secret_fd >= 0 && dup2(secret_fd, SECRET_FD) < 0))
 		_exit(127);
+	/* Nothing else of slurmstepd's or the task's goes with it. */
+	syscall(SYS_close_range, SECRET_FD + 1, ~0U, 0);
 	execve(path, argv, envp);
 	dprintf(STDERR_FILENO, DT_NAME ": error: cannot run the helper %s: "
 		"%s; the cluster's administrator must install dist-train "
@@ -92,6 +101,27 @@ static int read_all(int fd, long long deadline, char **buf, size_t *len)
 	}
 }
 
+/*
+ * A pipe holding SECRET and its end, to read from (the helper's SECRET_FD):
+ * no file, argv or environment ever holds it. -1 when there is none.
+ */
+static int secret_pipe(const char *secret)
+{
+	size_t len = strlen(secret);
+	int fds[2];
+
+	/* 65 bytes fit in any pipe: the write cannot block. */
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	if (write(fds[1], secret, len) != (ssize_t)len ||
+	    write(fds[1], "\n", 1) != 1) {
+		close(fds[0]);
+		fds[0] = -1;
+	}
+	close(fds[1]);
+	return fds[0];
+}
+
 /* Wait for PID until DEADLINE, then kill its group. -1: it was killed. */
 static int reap(pid_t pid, long long deadline, int *status)
 {
@@ -116,12 +146,15 @@ static int reap(pid_t pid, long long deadline, int *status)
 }
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     struct dt_env *out, char *err, size_t errlen)
+		     const char *secret, struct dt_env *out, char *err,
+		     size_t errlen)
 {
-	static char command[] = "bootstrap", result[] = "--result-fd=3";
+	static char command[] = "bootstrap", result[] = "--result-fd=3",
+		    secret_arg[] = "--secret-fd=4";
 	char settings[256], ports[32];
 	char *argv[] = { (char *)cfg->helper, command, result, ports, settings,
-			 NULL };
+			 NULL, NULL };
+	int secret_fd = -1;
 	struct sigaction dfl, old;
 	unsigned wait_s = cfg->timeout + 15 + (cfg->check ? cfg->timeout : 0);
 	long long deadline = now_ms() + (long long)wait_s * 1000;
@@ -136,9 +169,20 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	memcpy(settings, "--settings=", 11);
 	dt_config_format_settings(cfg, settings + 11, sizeof(settings) - 11);
 
+	if (secret) {
+		secret_fd = secret_pipe(secret);
+		if (secret_fd < 0) {
+			snprintf(err, errlen, "cannot hand the step's secret "
+				 "to the helper: %s", strerror(errno));
+			return -1;
+		}
+		argv[5] = secret_arg;
+	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "cannot start the helper: %s",
 			 strerror(errno));
+		if (secret_fd >= 0)
+			close(secret_fd);
 		return -1;
 	}
 	/* We must be able to reap it, whatever the task inherited. */
@@ -147,8 +191,10 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	sigaction(SIGCHLD, &dfl, &old);
 	pid = fork();
 	if (pid == 0)
-		exec_helper(cfg->helper, argv, envp, fds[1]);
+		exec_helper(cfg->helper, argv, envp, fds[1], secret_fd);
 	close(fds[1]);
+	if (secret_fd >= 0)
+		close(secret_fd);
 	if (pid < 0) {
 		snprintf(err, errlen, "cannot start the helper: %s",
 			 strerror(errno));

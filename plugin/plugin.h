@@ -20,10 +20,14 @@
 
 #include "../common/layout.h"
 #include "../common/port.h"
+#include "../common/secret.h"
 #include "../common/settings.h"
 #include "../common/topology.h"
 
 #define DT_NAME "dist-train"
+
+/* The step's secret, from srun to the tasks (srun.c, task.c). */
+#define DT_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
 
 #define dt_log_error(fmt, ...) slurm_error(DT_NAME ": " fmt, ##__VA_ARGS__)
 #define dt_log_info(fmt, ...) slurm_info(DT_NAME ": " fmt, ##__VA_ARGS__)
@@ -83,9 +87,11 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 		      const char *step_id, struct dt_env *env, char *notes,
 		      size_t notes_len, char *err, size_t errlen);
 
-/* helper.c: run `dist-train bootstrap`; 0, or -1 (ERR may be empty when
- * the helper already told the user). */
+/* helper.c: run `dist-train bootstrap`, handing it SECRET (hex, or NULL)
+ * on a pipe; 0, or -1 (ERR may be empty when the helper already told the
+ * user). */
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     struct dt_env *out, char *err, size_t errlen);
+		     const char *secret, struct dt_env *out, char *err,
+		     size_t errlen);
 
 #endif

@@ -5,8 +5,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "plugin.h"
 
@@ -45,15 +47,56 @@ int srun_post_opt(spank_t sp)
 }
 
 /*
+ * A fresh secret for this step, which only its tasks will know: Slurm's
+ * launch carries srun's environment to them, and the plugin takes it out
+ * of each task's environment again before the program runs (task.c). The
+ * ranks prove with it that they belong to the step (common/rendezvous.h).
+ */
+static int make_step_secret(void)
+{
+	uint8_t secret[DT_SECRET_LEN];
+	char hex[DT_SECRET_HEX + 1];
+	size_t got = 0;
+	int rc;
+
+	while (got < sizeof(secret)) {
+		ssize_t n = getrandom(secret + got, sizeof(secret) - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			dt_log_error("cannot make the step's secret: no random "
+				     "numbers (%s)", strerror(errno));
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	dt_secret_format(secret, hex);
+	rc = setenv(DT_SECRET_ENV, hex, 1);
+	explicit_bzero(secret, sizeof(secret));
+	explicit_bzero(hex, sizeof(hex));
+	if (rc < 0) {
+		dt_log_error("cannot pass the step's secret: %s",
+			     strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * srun, once the step exists but before it is launched: what depends on
- * the step's size. (sbatch and salloc do not get here.)
+ * the step's size, and its secret. (sbatch and salloc do not get here.)
  */
 int srun_local_user_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	uint32_t nodes, tasks;
 
-	if (!st->step.enabled || !st->step.torchrun)
+	if (!st->step.enabled)
+		return 0;
+	if (make_step_secret() < 0)
+		return -1;
+	if (!st->step.torchrun)
 		return 0;
 	if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=

@@ -64,12 +64,35 @@ static bool needs_helper(const struct dt_config *cfg, char **envp)
 	       (cfg->use_pmix && dt_envp_get(envp, "PMIX_NAMESPACE"));
 }
 
+/*
+ * The step's secret (srun.c made it), out of the task's environment before
+ * anything else: the program never sees it, even when this task fails.
+ * Returns it in HEX, or "" when srun sent none.
+ */
+static void take_secret(spank_t sp, char hex[DT_SECRET_HEX + 1])
+{
+	char **envp = NULL;
+	const char *value = NULL;
+
+	hex[0] = '\0';
+	if (spank_get_item(sp, S_JOB_ENV, &envp) == ESPANK_SUCCESS)
+		value = dt_envp_get(envp, DT_SECRET_ENV);
+	if (!value)
+		return;
+	/* Only the real thing is passed on; the helper says what is
+	 * missing. */
+	if (strlen(value) == DT_SECRET_HEX)
+		memcpy(hex, value, DT_SECRET_HEX + 1);
+	spank_unsetenv(sp, DT_SECRET_ENV);
+}
+
 int task_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
+	char secret[DT_SECRET_HEX + 1];
 	char *line = NULL;
 	char **envp = NULL;
 	uint32_t rank;
@@ -77,9 +100,10 @@ int task_init(spank_t sp)
 
 	if (!st->node_active)
 		return 0;
+	take_secret(sp, secret);
 	/* slurmstepd already told srun, once for this node. */
 	if (st->node_error[0])
-		return -1;
+		goto out;
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS) {
@@ -100,7 +124,8 @@ int task_init(spank_t sp)
 		goto set;
 	}
 	if (needs_helper(&st->step, envp)) {
-		if (helper_bootstrap(&st->step, envp, &env, err,
+		if (helper_bootstrap(&st->step, envp,
+				     secret[0] ? secret : NULL, &env, err,
 				     sizeof(err)) < 0) {
 			if (err[0])
 				task_message("error: %s", err);
@@ -171,6 +196,7 @@ set:
 fail:
 	task_message("error: %s", err);
 out:
+	explicit_bzero(secret, sizeof(secret));
 	free(line);
 	dt_env_free(&env);
 	return rc;
