@@ -97,6 +97,21 @@ const char *dt_rank_source_name(enum dt_rank_source source)
 	return source == DT_RANKS_FROM_PMIX ? "pmix" : "slurm";
 }
 
+/* The longest text of PER_NODE bytes a node that NODES nodes have. */
+static size_t text_bound(uint32_t nodes, size_t per_node)
+{
+	size_t bound = DT_STEP_TEXT_BASE + (size_t)nodes * per_node;
+
+	return bound > DT_STEP_TEXT_MAX ? DT_STEP_TEXT_MAX : bound;
+}
+
+static bool too_big(const char *text, uint32_t nodes, size_t per_node)
+{
+	size_t bound = text_bound(nodes, per_node);
+
+	return strnlen(text, bound + 1) > bound;
+}
+
 int dt_layout_from_slurm(const struct dt_slurm_step *step,
 			 struct dt_layout *out, char *err, size_t errlen)
 {
@@ -113,6 +128,18 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 			"step's environment");
 		goto out;
 	}
+	/*
+	 * Read in slurmstepd, so bounded before it is parsed: no step's
+	 * real list is longer than its nodes' names written out in full.
+	 */
+	if (too_big(step->nodelist, step->num_nodes, DT_NODELIST_PER_NODE)) {
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST is longer than %zu "
+			"bytes, more than a step of %u nodes can have: refused "
+			"unread", text_bound(step->num_nodes,
+					     DT_NODELIST_PER_NODE),
+			step->num_nodes);
+		goto out;
+	}
 	if (dt_hostlist_parse(step->nodelist, &hl, perr, sizeof(perr)) < 0) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' is malformed: "
 			"%s", step->nodelist, perr);
@@ -127,6 +154,14 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	if (!step->tasks_per_node || !*step->tasks_per_node) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is not set in "
 			"the step's environment");
+		goto out;
+	}
+	if (too_big(step->tasks_per_node, step->num_nodes,
+		    DT_TASKS_PER_NODE_PER_NODE)) {
+		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is longer than "
+			"%zu bytes, more than a step of %u nodes can have: "
+			"refused unread", text_bound(step->num_nodes,
+				DT_TASKS_PER_NODE_PER_NODE), step->num_nodes);
 		goto out;
 	}
 	if (dt_tpn_parse(step->tasks_per_node, &tpn, perr, sizeof(perr)) < 0) {

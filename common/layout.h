@@ -53,6 +53,15 @@ struct dt_task_ids {
 };
 
 /*
+ * What slurmstepd reads is bounded before it is parsed: a text of the
+ * step's layout may hold BASE bytes plus so many per node, at most MAX.
+ */
+#define DT_STEP_TEXT_BASE 4096
+#define DT_STEP_TEXT_MAX (16u << 20)
+#define DT_NODELIST_PER_NODE 80		/* a name in full, and a comma */
+#define DT_TASKS_PER_NODE_PER_NODE 24	/* "65535(x65535)," */
+
+/*
  * Returns 0, or -1 with one sentence in ERR when the values contradict
  * each other or rank 0's host cannot be known without PMIx. With
  * rank0_elsewhere_ok, an arbitrary layout leaves master_addr NULL.
