@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 11
+plan 13
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -21,10 +21,18 @@ job env DIST_TRAIN_PYTHON_HOOK="$DT_CLUSTER_DIR/lib/python" \
 check "... and PyTorch joins the group with them" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
 
-job srun -N4 -n8 dist-train exec --settings=verbose,bind=off -- ./show.sh
+# Without PMIx or the plugin, only the user can give the ranks a secret.
+secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+job env DIST_TRAIN_STEP_SECRET="$secret" srun -N4 -n8 dist-train exec --settings=verbose,bind=off -- ./show.sh
 bad=$(layout_errors slurm unbound)
 check "srun dist-train exec without PMIx: Slurm's ranks" \
 	test -z "$bad" -a "$(grep -c '^dist-train: rank [0-7] on n[1-4]: RANK=' "$ERR")" = 8 || { diag "$bad"; show_output; }
+job env DIST_TRAIN_STEP_SECRET="$secret" srun -N2 -n2 dist-train exec -- sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+check "... and the program does not see the secret" \
+	test "$(count_lines '^SECRET=none$')" = 2 || show_output
+job srun -N2 -n4 dist-train exec -- sh -c 'echo RAN'
+check "without PMIx and without a secret: refused, in one message naming the fixes" \
+	eval '[ "$(count_lines RAN)" = 0 ] && [ "$(grep -c "^dist-train: error: step [0-9.]* has no secret for its ranks to prove to rank 0 that they belong to it: run it under srun --dist-train or srun --mpi=pmix, or export DIST_TRAIN_STEP_SECRET=" "$ERR")" = 1 ]' || show_output
 
 job srun -N2 -n3 --mpi=pmix sh -c 'eval "$(dist-train env)" && echo "ENV $RANK $WORLD_SIZE $MASTER_ADDR:$MASTER_PORT"'
 check "eval \"\$(dist-train env)\" sets the variables in a shell" \

@@ -1,0 +1,171 @@
+#!/bin/bash
+# dist_train(8), SECURITY: the start barrier on a shared cluster. Another
+# user, who can reach rank 0's port like anyone, attacks it while two of
+# the step's nodes are held back: forged hellos for the missing ranks (in
+# both protocols), a duplicate of a rank that arrived, garbage, lines too
+# long, and a pile of idle connections larger than the world. The step
+# must still start every rank with the right RANK and exit 0. Also: the
+# secret never reaches the program, a world larger than the soft open-files
+# limit, and no helper left after scancel in the middle of the bootstrap.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 11
+
+OTHER=${DT_TEST_OTHER_USER:-dtother}
+id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
+	{ echo "Bail out! cannot create the user $OTHER"; exit 1; }
+# Where the attacker keeps its notes: its own folder.
+ATTACK=$DT_CLUSTER_DIR/attacker
+rm -rf "$ATTACK" && install -d -o "$OTHER" -m 0755 "$ATTACK"
+
+make_show_script
+# The helper, held back on the nodes named in DT_TEST_SLOW.
+job_file slow-helper <<EOF
+#!/bin/sh
+case " \${DT_TEST_SLOW:-} " in *" \$(hostname) "*) sleep "\${DT_TEST_DELAY:-0}" ;; esac
+exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
+EOF
+
+# The attacker: finds the new listening port in the site's range (as any
+# user can, from /proc/net/tcp), then attacks it until told to stop.
+job_file attacker.py <<'EOF'
+import os, random, socket, sys, time
+
+host, before_file, stop_file = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def listening():
+    ports = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A":
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+if sys.argv[4:] == ["snapshot"]:
+    open(before_file, "w").write(" ".join(map(str, listening())))
+    sys.exit(0)
+
+before = set(map(int, open(before_file).read().split()))
+port = None
+while port is None and not os.path.exists(stop_file):
+    new = [p for p in listening() - before if 20000 <= p <= 28999]
+    port = new[0] if new else None
+    time.sleep(0.02)
+if port is None:
+    print("ATTACK found no port", flush=True)
+    sys.exit(1)
+print(f"ATTACK port {port}", flush=True)
+stats = dict(idle=0, forged=0, old=0, duplicate=0, garbage=0)
+held = []
+
+def attack(kind, payload):
+    try:
+        s = socket.create_connection((host, port), timeout=2)
+    except OSError:
+        return
+    try:
+        s.settimeout(0.5)
+        try:
+            s.recv(256)                 # rank 0's challenge, ignored
+        except OSError:
+            pass
+        if payload is not None:
+            s.sendall(payload)
+        stats[kind] += 1
+    except OSError:
+        pass
+    held.append(s)                      # and hold on to it
+
+def forged(rank, host="n4"):
+    return (f"DTB2 {rank} 8 {host} 1 {os.urandom(16).hex()} "
+            f"{os.urandom(32).hex()}\n").encode()
+
+for _ in range(300):                    # idle: more than the world
+    attack("idle", None)
+while not os.path.exists(stop_file):
+    for rank in range(1, 8):
+        attack("forged", forged(rank))
+        attack("old", f"DTB1 {rank} 8 n4 1\n".encode())
+    attack("duplicate", forged(1, "n1"))
+    attack("garbage", os.urandom(random.randint(1, 3000)))
+    attack("garbage", b"x" * 20000)
+    while len(held) > 700:              # stay within our own fd limit
+        held.pop(random.randrange(len(held))).close()
+    time.sleep(0.05)
+print("ATTACK " + " ".join(f"{k}={v}" for k, v in stats.items()), flush=True)
+EOF
+
+# attacked_step NAME SRUN-ARGS...: the step, with n3 and n4 10 s late and
+# the other user attacking rank 0 from the start.
+attacked_step() {
+	local name=$1 attack_log=$ATTACK/attack.log attacker rc
+	shift
+	rm -f "$ATTACK/stop" "$attack_log"
+	runuser -u "$OTHER" -- python3 "$JOBS/attacker.py" 127.0.1.1 "$ATTACK/listening" "$ATTACK/stop" snapshot
+	runuser -u "$OTHER" -- python3 "$JOBS/attacker.py" 127.0.1.1 "$ATTACK/listening" "$ATTACK/stop" > "$attack_log" 2>&1 &
+	attacker=$!
+	job env DT_TEST_SLOW="n3 n4" DT_TEST_DELAY=10 srun -N4 -n8 "$@" ./show.sh
+	rc=$?
+	touch "$ATTACK/stop"
+	wait $attacker
+	check "$name: the attacked step exits 0" test $rc = 0 || { show_output; diag "$(cat "$attack_log")"; }
+	check "$name: ... every rank started with the right RANK" \
+		test -z "$(layout_errors "$SOURCE")" -a "$(count_lines '^TASK ')" = 8 || { diag "$(layout_errors "$SOURCE")"; show_output; }
+	check "$name: ... while forged, duplicate and old hellos, garbage and 300 idle connections came" \
+		awk '/^ATTACK idle=/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); n[kv[1]] = kv[2] }
+			ok = n["idle"] >= 300 && n["forged"] > 0 && n["old"] > 0 && n["duplicate"] > 0 && n["garbage"] > 0 }
+			END { exit !ok }' "$attack_log" || diag "$(cat "$attack_log")"
+}
+
+set_plugin_args helper="$JOBS/slow-helper"
+if slurm_has_pmix; then
+	SOURCE=pmix attacked_step "PMIx" --mpi=pmix --dist-train
+else
+	for i in 1 2 3; do pmix_check "PMIx: attacked step, part $i" false; done
+fi
+SOURCE=slurm attacked_step "no PMIx, check" --mpi=none --dist-train=check
+set_plugin_args
+
+# The secret is the step's business, never the program's.
+job srun -N2 -n2 --mpi=none --dist-train sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+check "the program does not see the step's secret (no helper)" \
+	test "$(count_lines '^SECRET=none$')" = 2 || show_output
+job srun -N2 -n2 --mpi=none --dist-train=check sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+check "... nor with the helper" \
+	test "$(count_lines '^SECRET=none$')" = 2 || show_output
+job srun -N2 -n2 --mpi=none sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+check "... and a step without --dist-train gets none" \
+	test "$(count_lines '^SECRET=none$')" = 2 || show_output
+
+# Rank 0 holds a connection per rank: more ranks than the soft limit.
+job bash -c 'ulimit -Sn 40 && srun -N4 -n48 --overcommit --mpi=none --dist-train=check sh -c "[ \$RANK = 0 ] && ulimit -Sn; true"'
+check "a world of 48 ranks with a soft limit of 40 open files starts" \
+	test $? = 0 -a "$(count_lines '^40$')" = 1 || show_output
+
+# scancel in the middle of the bootstrap leaves no helper behind.
+set_plugin_args helper="$JOBS/slow-helper"
+job sbatch -N4 -n8 --wrap "DT_TEST_SLOW=n4 DT_TEST_DELAY=120 srun --mpi=none --dist-train=check,timeout=100 true"
+jobid=$(sed -n 's/^Submitted batch job //p' "$OUT")
+for _ in $(seq 1 60); do
+	[ "$(pgrep -fc 'dist-train bootstrap')" -ge 3 ] && break
+	sleep 0.5
+done
+waiting=$(pgrep -fc 'dist-train bootstrap')
+"$DT_CLUSTER" run scancel "$jobid"
+for _ in $(seq 1 20); do
+	[ "$(pgrep -fc 'dist-train bootstrap')" = 0 ] && break
+	sleep 0.5
+done
+left=$(pgrep -fc 'dist-train bootstrap')
+check "scancel during the bootstrap ($waiting helpers waiting) leaves no helper" \
+	test "$waiting" -ge 3 -a "$left" = 0 || diag "$(pgrep -fa 'dist-train bootstrap')"
+pkill -f 'sleep 120' 2>/dev/null
+set_plugin_args
+
+finish
