@@ -83,6 +83,36 @@ static int take_word(const char **p, char *buf, size_t len)
 	return valid_word(buf) ? 0 : -1;
 }
 
+/* RANKS (N, ascending) as "3" or "8-15,17" into BUF; length or -1. */
+static int format_ranks(const uint32_t *ranks, uint32_t n, char *buf,
+			size_t len)
+{
+	size_t used = 0;
+
+	if (n == 0)
+		return -1;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i;
+		int w;
+
+		while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+			j++;
+		if (i > 0 && ranks[i] <= ranks[i - 1])
+			return -1;
+		if (j == i)
+			w = snprintf(buf + used, len - used, "%s%u",
+				     used ? "," : "", ranks[i]);
+		else
+			w = snprintf(buf + used, len - used, "%s%u-%u",
+				     used ? "," : "", ranks[i], ranks[j]);
+		if (w < 0 || (size_t)w >= len - used)
+			return -1;
+		used += (size_t)w;
+		i = j + 1;
+	}
+	return (int)used;
+}
+
 int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
 		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
 		      const char *challenge, const struct dt_rdv_hello *hello,
@@ -91,23 +121,83 @@ int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
 	struct hmac_sha256_ctx key;
 	uint8_t nonce[DT_RDV_NONCE_LEN];
 	char cnonce_hex[NONCE_HEX + 1], mac[MAC_HEX + 1];
-	int body, n;
+	int body, n, r;
 
 	if (strncmp(challenge, MAGIC " ", 5) ||
 	    dt_hex_decode(challenge + 5, strlen(challenge + 5), nonce,
-		     sizeof(nonce)) < 0 || !valid_word(hello->host))
+			  sizeof(nonce)) < 0 || !valid_word(hello->host) ||
+	    len < 6)
+		return -1;
+	memcpy(buf, MAGIC " ", 5);
+	r = format_ranks(hello->ranks, hello->nranks, buf + 5, len - 5);
+	if (r < 0)
 		return -1;
 	dt_hex_encode(cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
-	body = snprintf(buf, len, MAGIC " %u %u %s %d %s", hello->rank,
+	body = snprintf(buf + 5 + r, len - 5 - (size_t)r, " %u %s %d %s",
 			hello->world, hello->host, hello->nccl_ok ? 1 : 0,
 			cnonce_hex);
-	if (body < 0 || (size_t)body + 1 + MAC_HEX + 1 >= len ||
+	if (body < 0)
+		return -1;
+	body += 5 + r;
+	if ((size_t)body + 1 + MAC_HEX + 1 >= len ||
 	    (size_t)body + 1 + MAC_HEX + 1 >= DT_RDV_LINE_MAX)
 		return -1;
 	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
 	mac_hex(&key, HELLO_DOMAIN, challenge + 5, buf, (size_t)body, mac);
 	n = snprintf(buf + body, len - (size_t)body, " %s\n", mac);
 	return body + n;
+}
+
+int dt_rdv_member_line(uint32_t rank, bool nccl_ok,
+		       const uint8_t cnonce[DT_RDV_NONCE_LEN], char *buf,
+		       size_t len)
+{
+	char cnonce_hex[NONCE_HEX + 1];
+	int n;
+
+	dt_hex_encode(cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
+	n = snprintf(buf, len, "DTL1 %u %d %s\n", rank, nccl_ok ? 1 : 0,
+		     cnonce_hex);
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+int dt_rdv_parse_member(const char *line, uint32_t *rank, bool *nccl_ok,
+			uint8_t cnonce[DT_RDV_NONCE_LEN])
+{
+	const char *p = line;
+	unsigned long r, nccl;
+
+	if (strncmp(p, "DTL1 ", 5))
+		return -1;
+	p += 5;
+	if (parse_num(&p, UINT32_MAX, &r) || *p++ != ' ' ||
+	    parse_num(&p, 1, &nccl) || *p++ != ' ' ||
+	    dt_hex_decode(p, strlen(p), cnonce, DT_RDV_NONCE_LEN) < 0)
+		return -1;
+	*rank = (uint32_t)r;
+	*nccl_ok = nccl == 1;
+	return 0;
+}
+
+void dt_rdv_node_socket(const uint8_t secret[DT_SECRET_LEN],
+			const char *step_id, const char *host,
+			char name[DT_RDV_NODE_SOCKET_LEN + 1])
+{
+	static const char prefix[] = "dist-train-";
+	struct hmac_sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	static const char domain[] = "dist-train node socket ";
+
+	hmac_sha256_set_key(&ctx, DT_SECRET_LEN, secret);
+	hmac_sha256_update(&ctx, sizeof(domain) - 1, (const uint8_t *)domain);
+	hmac_sha256_update(&ctx, strlen(step_id) + 1,
+			   (const uint8_t *)step_id);
+	hmac_sha256_update(&ctx, strlen(host), (const uint8_t *)host);
+	hmac_sha256_digest(&ctx, sizeof(digest), digest);
+	memcpy(name, prefix, sizeof(prefix) - 1);
+	dt_hex_encode(digest,
+		      (DT_RDV_NODE_SOCKET_LEN - (sizeof(prefix) - 1)) / 2,
+		      name + sizeof(prefix) - 1);
 }
 
 /*
@@ -214,14 +304,29 @@ int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 	return 0;
 }
 
+int dt_rdv_answer_for(const uint8_t secret[DT_SECRET_LEN],
+		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
+		      const struct dt_rdv_reply *reply, char *buf, size_t len)
+{
+	struct hmac_sha256_ctx key;
+	char cnonce_hex[NONCE_HEX + 1];
+
+	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
+	dt_hex_encode(cnonce, DT_RDV_NONCE_LEN, cnonce_hex);
+	return format_answer(&key, cnonce_hex, reply, buf, len);
+}
+
 /* Rank 0's side. */
 
 enum conn_state { CONN_FREE, CONN_PENDING, CONN_JOINED };
 
 struct conn {
 	uint32_t prev, next;	/* the unproven, oldest first; free list */
-	uint32_t line;		/* its line buffer (unproven) */
-	uint32_t rank;		/* joined */
+	char *partial;		/* unproven: what came of its hello, if
+				 * it came in pieces */
+	uint32_t rank;		/* joined: its first rank */
+	uint32_t *ranges;	/* joined: its ranks, as lo-hi pairs */
+	uint32_t nranges;
 	uint16_t len;		/* bytes in its line buffer */
 	uint8_t state;
 	uint8_t nccl_ok;
@@ -240,11 +345,11 @@ struct dt_rdv_server {
 	uint32_t free_head;
 	uint32_t oldest, newest;	/* unproven, in order of arrival */
 	uint32_t pending;
-	char *lines;			/* max_pending buffers */
-	uint32_t *free_lines;
-	uint32_t free_line_count;
+	char *line;			/* the hello being read */
+	size_t buffered;		/* bytes of partial hellos held */
 	uint64_t serial;
 	bool *arrived;
+	uint32_t *scratch;		/* a hello's ranges, being checked */
 	uint32_t joined;
 	uint32_t without_nccl;		/* joined ranks that cannot */
 };
@@ -271,19 +376,17 @@ struct dt_rdv_server *dt_rdv_server_new(const struct dt_rdv_server_config *c)
 	hmac_sha256_set_key(&s->key, DT_SECRET_LEN, c->secret);
 	s->slots = (uint32_t)slots;
 	s->conns = calloc(slots, sizeof(*s->conns));
-	s->lines = malloc((size_t)c->max_pending * DT_RDV_LINE_MAX);
-	s->free_lines = malloc((size_t)c->max_pending * sizeof(uint32_t));
+	s->line = malloc(DT_RDV_LINE_MAX);
 	s->arrived = calloc(c->world, sizeof(bool));
-	if (!s->conns || !s->lines || !s->free_lines || !s->arrived) {
+	s->scratch = malloc(DT_RDV_LINE_MAX * sizeof(uint32_t));
+	if (!s->conns || !s->line || !s->arrived ||
+	    !s->scratch) {
 		dt_rdv_server_free(s);
 		return NULL;
 	}
 	for (uint32_t i = 0; i < s->slots; i++)
 		s->conns[i].next = i + 1 < s->slots ? i + 1 : DT_RDV_NONE;
 	s->free_head = 0;
-	for (uint32_t i = 0; i < c->max_pending; i++)
-		s->free_lines[i] = c->max_pending - 1 - i;
-	s->free_line_count = c->max_pending;
 	s->oldest = s->newest = DT_RDV_NONE;
 	s->arrived[0] = true;
 	s->joined = 1;
@@ -294,9 +397,13 @@ void dt_rdv_server_free(struct dt_rdv_server *s)
 {
 	if (!s)
 		return;
+	for (uint32_t i = 0; s->conns && i < s->slots; i++) {
+		free(s->conns[i].ranges);
+		free(s->conns[i].partial);
+	}
+	free(s->scratch);
 	free(s->conns);
-	free(s->lines);
-	free(s->free_lines);
+	free(s->line);
 	free(s->arrived);
 	free(s);
 }
@@ -317,6 +424,15 @@ static void nonce_hex(const struct dt_rdv_server *s, uint64_t serial,
 	dt_hex_encode(nonce, sizeof(nonce), out);
 }
 
+static void free_partial(struct dt_rdv_server *s, struct conn *c)
+{
+	if (c->partial) {
+		free(c->partial);
+		c->partial = NULL;
+		s->buffered -= DT_RDV_LINE_MAX;
+	}
+}
+
 /* Take ID off the list of the unproven and give back its line. */
 static void unlink_pending(struct dt_rdv_server *s, uint32_t id)
 {
@@ -330,7 +446,7 @@ static void unlink_pending(struct dt_rdv_server *s, uint32_t id)
 		s->conns[c->next].prev = c->prev;
 	else
 		s->newest = c->prev;
-	s->free_lines[s->free_line_count++] = c->line;
+	free_partial(s, c);
 	s->pending--;
 }
 
@@ -354,10 +470,15 @@ void dt_rdv_closed(struct dt_rdv_server *s, uint32_t id)
 	if (c->state == CONN_PENDING) {
 		unlink_pending(s, id);
 	} else if (c->state == CONN_JOINED) {
-		s->arrived[c->rank] = false;
-		s->joined--;
-		if (!c->nccl_ok)
-			s->without_nccl--;
+		for (uint32_t i = 0; i < c->nranges; i++)
+			for (uint32_t r = c->ranges[2 * i];
+			     r <= c->ranges[2 * i + 1]; r++) {
+				s->arrived[r] = false;
+				s->joined--;
+				if (!c->nccl_ok)
+					s->without_nccl--;
+			}
+		free(c->ranges);
 	} else {
 		return;
 	}
@@ -383,7 +504,6 @@ int dt_rdv_accept(struct dt_rdv_server *s, uint64_t now, uint32_t *id,
 	c->state = CONN_PENDING;
 	c->serial = s->serial++;
 	c->since = now;
-	c->line = s->free_lines[--s->free_line_count];
 	c->prev = s->newest;
 	c->next = DT_RDV_NONE;
 	if (s->newest != DT_RDV_NONE)
@@ -425,7 +545,41 @@ static enum dt_rdv_verdict refuse(struct dt_rdv_server *s, uint32_t id,
 	return DT_RDV_REFUSE;
 }
 
-/* LINE is whole and its own; is it a rank of this step proving itself? */
+/*
+ * A list of ranks at *P ("3", "8-15,17"), ascending, into S's scratch as
+ * lo-hi pairs; moves *P past it. Returns the number of pairs, or -1.
+ */
+static int parse_ranks(struct dt_rdv_server *s, const char **p,
+		       uint64_t *count)
+{
+	unsigned long lo, hi;
+	int n = 0;
+
+	*count = 0;
+	for (;;) {
+		if (parse_num(p, UINT32_MAX, &lo))
+			return -1;
+		hi = lo;
+		if (**p == '-') {
+			(*p)++;
+			if (parse_num(p, UINT32_MAX, &hi) || hi < lo)
+				return -1;
+		}
+		if (n > 0 && lo <= s->scratch[2 * n - 1])
+			return -1;	/* ascending, each once */
+		if (2 * (n + 1) > DT_RDV_LINE_MAX)
+			return -1;
+		s->scratch[2 * n] = (uint32_t)lo;
+		s->scratch[2 * n + 1] = (uint32_t)hi;
+		*count += hi - lo + 1;
+		n++;
+		if (**p != ',')
+			return n;
+		(*p)++;
+	}
+}
+
+/* LINE is whole and its own; is it a node of this step proving itself? */
 static enum dt_rdv_verdict hello(struct dt_rdv_server *s, uint32_t id,
 				 char *line, char *buf, size_t len,
 				 size_t *out_len)
@@ -433,9 +587,11 @@ static enum dt_rdv_verdict hello(struct dt_rdv_server *s, uint32_t id,
 	struct conn *c = &s->conns[id];
 	char nonce[NONCE_HEX + 1], mac[MAC_HEX + 1];
 	char host[256], cnonce_hex[NONCE_HEX + 1];
-	unsigned long rank, world, nccl;
+	unsigned long world, nccl;
+	uint64_t count;
 	const char *p;
 	char *last;
+	int nranges;
 
 	/* Proof first: not a word of it is read before the MAC holds. */
 	last = strrchr(line, ' ');
@@ -453,38 +609,85 @@ static enum dt_rdv_verdict hello(struct dt_rdv_server *s, uint32_t id,
 	if (strncmp(p, MAGIC " ", 5))
 		return DT_RDV_DROP;
 	p += 5;
-	if (parse_num(&p, UINT32_MAX, &rank) || *p++ != ' ' ||
+	nranges = parse_ranks(s, &p, &count);
+	if (nranges < 0 || *p++ != ' ' ||
 	    parse_num(&p, UINT32_MAX, &world) || *p++ != ' ' ||
 	    take_word(&p, host, sizeof(host)) < 0 || *p++ != ' ' ||
 	    parse_num(&p, 1, &nccl) || *p++ != ' ' ||
 	    take_word(&p, cnonce_hex, sizeof(cnonce_hex)) < 0 || *p ||
 	    dt_hex_decode(cnonce_hex, strlen(cnonce_hex), c->cnonce,
-		     sizeof(c->cnonce)) < 0)
+			  sizeof(c->cnonce)) < 0)
 		return DT_RDV_DROP;
 	if (world != s->cfg.world)
 		return refuse(s, id, cnonce_hex, buf, len, out_len,
-			      "rank %lu on %s says the step has %lu tasks, "
-			      "rank 0 on %s says %u", rank, host, world,
-			      s->host, s->cfg.world);
-	if (rank == 0 || rank >= world)
-		return refuse(s, id, cnonce_hex, buf, len, out_len,
-			      "%s says it is rank %lu, which is not one rank "
-			      "0 on %s waits for (1-%u)", host, rank, s->host,
-			      s->cfg.world - 1);
-	if (s->arrived[rank])
-		return refuse(s, id, cnonce_hex, buf, len, out_len,
-			      "rank %lu arrived twice (again from %s)", rank,
-			      host);
+			      "rank %u on %s says the step has %lu tasks, "
+			      "rank 0 on %s says %u", s->scratch[0], host,
+			      world, s->host, s->cfg.world);
+	for (int i = 0; i < nranges; i++) {
+		uint32_t lo = s->scratch[2 * i], hi = s->scratch[2 * i + 1];
+
+		if (lo == 0 || hi >= world)
+			return refuse(s, id, cnonce_hex, buf, len, out_len,
+				      "%s says it runs rank %u, which is not "
+				      "one rank 0 on %s waits for (1-%u)",
+				      host, lo == 0 ? 0 : hi, s->host,
+				      s->cfg.world - 1);
+		for (uint32_t r = lo; r <= hi; r++)
+			if (s->arrived[r])
+				return refuse(s, id, cnonce_hex, buf, len,
+					      out_len, "rank %u arrived twice "
+					      "(again from %s)", r, host);
+	}
+	c->ranges = malloc((size_t)nranges * 2 * sizeof(uint32_t));
+	if (!c->ranges)
+		return DT_RDV_DROP;
+	memcpy(c->ranges, s->scratch, (size_t)nranges * 2 * sizeof(uint32_t));
+	c->nranges = (uint32_t)nranges;
 	unlink_pending(s, id);
 	c->state = CONN_JOINED;
-	c->rank = (uint32_t)rank;
+	c->rank = s->scratch[0];
 	c->nccl_ok = nccl == 1;
 	c->len = 0;
+	for (int i = 0; i < nranges; i++)
+		for (uint32_t r = c->ranges[2 * i]; r <= c->ranges[2 * i + 1];
+		     r++)
+			s->arrived[r] = true;
+	s->joined += (uint32_t)count;
+	if (!c->nccl_ok)
+		s->without_nccl += (uint32_t)count;
+	return DT_RDV_JOINED;
+}
+
+int dt_rdv_join_member(struct dt_rdv_server *s, uint32_t rank, bool nccl_ok,
+		       const char *host, char *err, size_t errlen)
+{
+	if (rank == 0 || rank >= s->cfg.world) {
+		snprintf(err, errlen, "%s says it runs rank %u, which is not "
+			 "one rank 0 on %s waits for (1-%u)", host, rank,
+			 s->host, s->cfg.world - 1);
+		return -1;
+	}
+	if (s->arrived[rank]) {
+		snprintf(err, errlen, "rank %u arrived twice (again from %s)",
+			 rank, host);
+		return -1;
+	}
 	s->arrived[rank] = true;
 	s->joined++;
-	if (!c->nccl_ok)
+	if (!nccl_ok)
 		s->without_nccl++;
-	return DT_RDV_JOINED;
+	return 0;
+}
+
+void dt_rdv_leave_member(struct dt_rdv_server *s, uint32_t rank,
+			 bool nccl_ok)
+{
+	if (rank == 0 || rank >= s->cfg.world || !s->arrived[rank])
+		return;
+	s->arrived[rank] = false;
+	s->joined--;
+	if (!nccl_ok)
+		s->without_nccl--;
 }
 
 enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
@@ -492,8 +695,8 @@ enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
 				 size_t len, size_t *out_len)
 {
 	struct conn *c;
-	char *line, *nl;
-	size_t room;
+	const char *nl;
+	char *line;
 
 	*out_len = 0;
 	if (id >= s->slots)
@@ -503,10 +706,22 @@ enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
 		return DT_RDV_WAIT;	/* nothing more is expected */
 	if (c->state != CONN_PENDING)
 		return DT_RDV_DROP;
-	line = s->lines + (size_t)c->line * DT_RDV_LINE_MAX;
-	room = DT_RDV_LINE_MAX - 1 - c->len;
-	if (size > room)
+	/*
+	 * A hello comes whole, as a rule: it is read where it lies. Only one
+	 * in pieces is kept, and all those kept together are bounded.
+	 */
+	if ((size_t)c->len + size > DT_RDV_LINE_MAX - 1)
 		goto drop;	/* longer than any hello */
+	nl = memchr(data, '\n', size);
+	if (!nl && !c->partial) {
+		if (s->buffered + DT_RDV_LINE_MAX > DT_RDV_BUFFERED_MAX)
+			goto drop;
+		c->partial = malloc(DT_RDV_LINE_MAX);
+		if (!c->partial)
+			goto drop;
+		s->buffered += DT_RDV_LINE_MAX;
+	}
+	line = c->partial ? c->partial : s->line;
 	memcpy(line + c->len, data, size);
 	c->len = (uint16_t)(c->len + size);
 	line[c->len] = '\0';
@@ -516,7 +731,12 @@ enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
 	/* One line, then it waits: anything else is not ours. */
 	if (nl != line + c->len - 1 || memchr(line, '\0', c->len))
 		goto drop;
-	*nl = '\0';
+	if (line != s->line) {
+		memcpy(s->line, line, (size_t)c->len + 1);
+		line = s->line;
+		nl = line + c->len - 1;
+	}
+	line[c->len - 1] = '\0';
 	{
 		enum dt_rdv_verdict v = hello(s, id, line, buf, len, out_len);
 

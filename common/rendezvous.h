@@ -1,32 +1,42 @@
 /*
- * The start barrier's protocol, as a pure core: no sockets in here. Every
- * rank but 0 connects to rank 0 at MASTER_ADDR:MASTER_PORT (the address
- * PyTorch will use, so connecting is also the reachability check); rank 0
- * answers all of them once everyone is there, or names who is missing when
- * time is up.
+ * The start barrier's protocol, as a pure core: no sockets in here. Rank 0
+ * listens at MASTER_ADDR:MASTER_PORT (the address PyTorch will use, so
+ * reaching it is also the reachability check); it answers every rank once
+ * all are there, or names who is missing when time is up.
+ *
+ * One process per node speaks for the node: its local rank 0, the node's
+ * leader, gathers its local ranks over a Unix socket (checked by peer
+ * credentials, named from the step's secret so that no one else can take
+ * the name) and makes one connection to rank 0 for all of them; rank 0
+ * gathers its own node's the same way. So rank 0 sees one connection per
+ * node.
  *
  * Rank 0's port can be reached by every user of the cluster, so no word
  * counts before its sender proved it knows the step's secret (32 random
  * bytes only the step's tasks have), and rank 0 proves the same to them:
  *
- *   0 -> peer:  "DTB2 NONCE\n"                              on accept
- *   peer -> 0:  "DTB2 RANK WORLD HOST NCCL_OK CNONCE MAC\n"
- *   0 -> peer:  "OK MAC ADDRESS NCCL_PORT NCCL_CHECK\n"     or
- *               "FAIL MAC MESSAGE\n"
+ *   0 -> leader:  "DTB2 NONCE\n"                              on accept
+ *   leader -> 0:  "DTB2 RANKS WORLD HOST NCCL_OK CNONCE MAC\n"
+ *   0 -> leader:  "OK MAC ADDRESS NCCL_PORT NCCL_CHECK\n"     or
+ *                 "FAIL MAC MESSAGE\n"
+ *   member -> leader (Unix socket): "DTL1 RANK NCCL_OK CNONCE\n"
+ *   leader -> member: the answer, made for the member's CNONCE
  *
- * NONCE and CNONCE are 16 bytes, MAC 32, in hex. The hello's MAC is
+ * RANKS is a list of ascending ranks and ranges ("3", "8-15,17"). NONCE
+ * and CNONCE are 16 bytes, MAC 32, in hex. The hello's MAC is
  * HMAC-SHA256(secret, "dist-train hello " NONCE " " the hello's words up to
  * CNONCE), so it holds for this connection only; the answer's is
  * HMAC-SHA256(secret, "dist-train answer " CNONCE " " VERB " " the rest).
  * ADDRESS is rank 0's address that the ranks reached (for NCCL_COMM_ID);
- * NCCL_OK says the rank could run an NCCL all-reduce, NCCL_CHECK that all
+ * NCCL_OK says the ranks could run an NCCL all-reduce, NCCL_CHECK that all
  * could, so they will.
  *
  * Rank 0's side is a state machine over connections (dt_rdv_server): the
  * caller's event loop feeds it what arrives and does what it decides.
  * Strangers cannot hold resources: at most max_pending connections may be
  * unproven at once (a new one evicts the oldest, so a late real rank still
- * gets in), each for hello_ms, each for one line of DT_RDV_LINE_MAX bytes.
+ * gets in), each for hello_ms, each for one line of DT_RDV_LINE_MAX bytes,
+ * and all of them for DT_RDV_BUFFERED_MAX bytes of lines sent in pieces.
  */
 #ifndef DIST_TRAIN_RENDEZVOUS_H
 #define DIST_TRAIN_RENDEZVOUS_H
@@ -37,15 +47,18 @@
 
 #include "secret.h"
 
-#define DT_RDV_LINE_MAX 512
+#define DT_RDV_LINE_MAX 4096
+/* Bytes the unproven may make rank 0 keep, for hellos sent in pieces. */
+#define DT_RDV_BUFFERED_MAX (4u << 20)
 #define DT_RDV_NONCE_LEN 16
 #define DT_RDV_NONE UINT32_MAX
 
 struct dt_rdv_hello {
-	uint32_t rank;
+	const uint32_t *ranks;	/* ascending */
+	uint32_t nranks;
 	uint32_t world;
 	char host[256];
-	bool nccl_ok;
+	bool nccl_ok;		/* all of them */
 };
 
 struct dt_rdv_reply {
@@ -66,6 +79,32 @@ int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
 		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
 		      const char *challenge, const struct dt_rdv_hello *hello,
 		      char *buf, size_t len);
+
+/*
+ * A leader's answer REPLY to the member whose hello had CNONCE: made as
+ * rank 0 makes its answers. Returns its length ('\n' included), or -1.
+ */
+int dt_rdv_answer_for(const uint8_t secret[DT_SECRET_LEN],
+		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
+		      const struct dt_rdv_reply *reply, char *buf, size_t len);
+
+/* A member's hello to its leader, '\n' included; its length, or -1. */
+int dt_rdv_member_line(uint32_t rank, bool nccl_ok,
+		       const uint8_t cnonce[DT_RDV_NONCE_LEN], char *buf,
+		       size_t len);
+/* LINE without its '\n'; 0, or -1 when it is not such a hello. */
+int dt_rdv_parse_member(const char *line, uint32_t *rank, bool *nccl_ok,
+			uint8_t cnonce[DT_RDV_NONCE_LEN]);
+
+/* The length of the name of a node's Unix socket (abstract: no file). */
+#define DT_RDV_NODE_SOCKET_LEN 43	/* "dist-train-" and 32 hex digits */
+/*
+ * The name of the Unix socket of the step STEP_ID's leader on HOST, and a
+ * '\0': from the secret, so that only the step's tasks know it.
+ */
+void dt_rdv_node_socket(const uint8_t secret[DT_SECRET_LEN],
+			const char *step_id, const char *host,
+			char name[DT_RDV_NODE_SOCKET_LEN + 1]);
 
 /*
  * Rank 0's answer LINE (without '\n') to the hello bound to CNONCE. Returns
@@ -120,7 +159,17 @@ enum dt_rdv_verdict dt_rdv_input(struct dt_rdv_server *s, uint32_t id,
 				 const char *data, size_t size, char *buf,
 				 size_t len, size_t *out_len);
 
-/* Connection ID is gone; a rank that had joined is missing again. */
+/*
+ * RANK of rank 0's own node arrived through its leader, rank 0. Returns 0;
+ * or -1 with a message in ERR for a rank out of range or there already.
+ */
+int dt_rdv_join_member(struct dt_rdv_server *s, uint32_t rank, bool nccl_ok,
+		       const char *host, char *err, size_t errlen);
+/* ... and left before the answer: it is missing again. */
+void dt_rdv_leave_member(struct dt_rdv_server *s, uint32_t rank,
+			 bool nccl_ok);
+
+/* Connection ID is gone; the ranks that had joined are missing again. */
 void dt_rdv_closed(struct dt_rdv_server *s, uint32_t id);
 
 /*
@@ -138,7 +187,7 @@ uint32_t dt_rdv_joined(const struct dt_rdv_server *s);
 /* Every rank that joined, and rank 0, can run the NCCL check. */
 bool dt_rdv_all_nccl(const struct dt_rdv_server *s);
 
-/* The rank on connection ID, or -1 when it has not proven itself. */
+/* The first rank on connection ID, or -1 when it has not proven itself. */
 int64_t dt_rdv_rank_of(const struct dt_rdv_server *s, uint32_t id);
 
 /* REPLY for the rank on connection ID, proven; its length, or -1. */

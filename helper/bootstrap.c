@@ -16,6 +16,7 @@
 #include "nccl_check.h"
 #include "net.h"
 #include "netif.h"
+#include "node.h"
 #include "pmix_client.h"
 #include "rank0.h"
 #include "../common/hostlist.h"
@@ -363,6 +364,21 @@ static int need_secret(const struct task *t, bool *quiet, char *err,
 	return -1;
 }
 
+/* This node's socket for its ranks (helper/node.h). */
+static void node_socket_name(const struct task *t,
+			     char name[DT_RDV_NODE_SOCKET_LEN + 1])
+{
+	dt_rdv_node_socket(step_secret.bytes, t->step_id, t->host, name);
+}
+
+static int listen_node(const struct task *t, char *err, size_t errlen)
+{
+	char name[DT_RDV_NODE_SOCKET_LEN + 1];
+
+	node_socket_name(t, name);
+	return node_listen(name, err, errlen);
+}
+
 /* Rank 0: listen, publish, wait for everyone. */
 static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 			    uint64_t deadline, struct rendezvous_result *res,
@@ -370,6 +386,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 {
 	struct rank0_params params;
 	char value[16 + DT_SECRET_HEX + 1], hex[DT_SECRET_HEX + 1];
+	char address[64];
 	uint16_t port2 = 0;
 	int fd, rc = -1;
 
@@ -396,6 +413,17 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 		goto out;
 	if (hello->world > 1) {
 		memset(&params, 0, sizeof(params));
+		params.node_fd = -1;
+		if (t->layout.local_size > 1) {
+			params.node_fd = listen_node(t, err, errlen);
+			if (params.node_fd < 0)
+				goto out;
+			params.members = t->layout.local_size - 1;
+		}
+		if (resolve(t->layout.master_addr, address,
+			    sizeof(address)) == 0)
+			params.address = address;
+		params.nodes = t->layout.num_nodes;
 		params.self = hello;
 		params.secret = step_secret.bytes;
 		params.nccl_port = port2;
@@ -405,6 +433,8 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 		params.host_of = rank_host;
 		params.host_arg = t;
 		rc = rank0_serve(fd, &params, res, err, errlen);
+		if (params.node_fd >= 0)
+			close(params.node_fd);
 		goto out;
 	}
 	memset(res, 0, sizeof(*res));
@@ -456,12 +486,15 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 			   uint64_t deadline, struct rendezvous_result *res,
 			   bool *quiet, char *err, size_t errlen)
 {
-	char value[16 + DT_SECRET_HEX + 1];
+	char value[16 + DT_SECRET_HEX + 1], name[DT_RDV_NODE_SOCKET_LEN + 1];
+	uint64_t reply_wait, gather_by;
+	int node_fd = -1, rc;
 
 	if (t->pmix) {
 		int left = (int)(deadline > now_ms() ? deadline - now_ms() : 0);
-		int rc = pmix_lookup(t->pmix, 0, RENDEZVOUS_KEY, left, value,
-				     sizeof(value), err, errlen);
+
+		rc = pmix_lookup(t->pmix, 0, RENDEZVOUS_KEY, left, value,
+				 sizeof(value), err, errlen);
 
 		if (rc == 1) {
 			/* All ranks of a node see the same: one speaks. */
@@ -486,10 +519,28 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	}
 	/* Rank 0 answers within its own timeout of its start, which was
 	 * before we could connect: wait that long once connected. */
-	return join_rank0(t->layout.master_addr, t->ports.port[0],
-			  step_secret.bytes, hello, deadline,
-			  (uint64_t)t->cfg->timeout * 1000 + 10000, res, quiet,
-			  err, errlen);
+	reply_wait = (uint64_t)t->cfg->timeout * 1000 + 10000;
+	if (t->ids.local_rank != 0) {
+		node_socket_name(t, name);
+		return node_join(name, step_secret.bytes, t->ids.rank,
+				 hello->nccl_ok, deadline, reply_wait, res,
+				 quiet, err, errlen);
+	}
+	/* The node's leader: speaks for its members, who came before it
+	 * gives up on the late ones, shortly before rank 0 does. */
+	if (t->layout.local_size > 1) {
+		node_fd = listen_node(t, err, errlen);
+		if (node_fd < 0)
+			return -1;
+	}
+	gather_by = deadline > now_ms() + 6000 ? deadline - 3000 : deadline;
+	rc = node_lead(node_fd, t->layout.local_size, gather_by,
+		       t->layout.master_addr, t->ports.port[0],
+		       step_secret.bytes, hello, deadline, reply_wait, res,
+		       quiet, err, errlen);
+	if (node_fd >= 0)
+		close(node_fd);
+	return rc;
 }
 
 /* The NCCL all-reduce of --dist-train=check, when every rank can. */
@@ -535,7 +586,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 		goto fail;
 
 	memset(&hello, 0, sizeof(hello));
-	hello.rank = t.ids.rank;
+	hello.ranks = &t.ids.rank;
+	hello.nranks = 1;
 	hello.world = t.layout.world_size;
 	snprintf(hello.host, sizeof(hello.host), "%s", t.host);
 	hello.nccl_ok = cfg->check && nccl_usable(why, sizeof(why));

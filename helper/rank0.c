@@ -11,57 +11,64 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "node.h"
 #include "rank0.h"
 
 /* Descriptors rank 0 needs besides its connections. */
 #define OTHER_FDS 64
-#define LISTEN_TAG DT_RDV_NONE
 #define EVENTS 256
 #define ACCEPTS_PER_WAKEUP 512
 
+/* What an epoll event is about: the kind, and an index. */
+enum tag { TAG_CONN, TAG_LISTEN, TAG_NODE_LISTEN, TAG_MEMBER };
+#define TAG(kind, id) ((uint64_t)(kind) << 32 | (uint32_t)(id))
+
 struct loop {
 	struct dt_rdv_server *srv;
+	const struct rank0_params *p;
 	int epfd;
 	int *fds;		/* by connection id */
 	uint32_t slots;
+	struct node_member *members;	/* of rank 0's node */
+	uint32_t nmembers;
 };
 
 /*
- * One descriptor per rank, and a bound on the unproven: raise the soft
- * limit to what that needs. A hard limit too low for the world is an
- * error; one too low for the bound lowers the bound.
+ * One descriptor per node and member, and a bound on the unproven: raise
+ * the soft limit to what that needs. A hard limit too low for the step
+ * is an error; one too low for the bound lowers the bound.
  */
-static int raise_fd_limit(uint32_t world, uint32_t *max_pending, char *err,
+static int raise_fd_limit(uint32_t conns, uint32_t *max_pending, char *err,
 			  size_t errlen)
 {
 	struct rlimit rl;
-	rlim_t need_world = (rlim_t)world + OTHER_FDS;
-	rlim_t need = need_world + *max_pending;
+	rlim_t need_step = (rlim_t)conns + OTHER_FDS;
+	rlim_t need = need_step + *max_pending;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return 0;
 	if (rl.rlim_cur >= need)
 		return 0;
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need_world + 16) {
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need_step + 16) {
 		snprintf(err, errlen, "rank 0 holds a connection from each of "
-			 "the step's %u ranks, but this node lets a process "
-			 "open only %llu files (ulimit -Hn): the cluster's "
-			 "administrator must raise the hard limit (slurmd's "
-			 "LimitNOFILE, and PropagateResourceLimits) to at "
-			 "least %llu", world,
+			 "the step's nodes and its own node's ranks (%u), but "
+			 "this node lets a process open only %llu files (ulimit "
+			 "-Hn): the cluster's administrator must raise the hard "
+			 "limit (slurmd's LimitNOFILE, and "
+			 "PropagateResourceLimits) to at least %llu", conns,
 			 (unsigned long long)rl.rlim_max,
 			 (unsigned long long)need);
 		return -1;
 	}
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-		*max_pending = (uint32_t)(rl.rlim_max - need_world);
+		*max_pending = (uint32_t)(rl.rlim_max - need_step);
 		need = rl.rlim_max;
 	}
 	rl.rlim_cur = need;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
 		snprintf(err, errlen, "cannot raise the open-files limit to "
-			 "%llu for %u ranks: %s", (unsigned long long)need,
-			 world, strerror(errno));
+			 "%llu for %u connections: %s",
+			 (unsigned long long)need, conns, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -108,7 +115,7 @@ static void accept_some(struct loop *l, uint64_t now)
 			conn_close(l, evicted);
 		l->fds[id] = fd;
 		ev.events = EPOLLIN;
-		ev.data.u32 = id;
+		ev.data.u64 = TAG(TAG_CONN, id);
 		if (n < 0 || send(fd, line, (size_t)n,
 				  MSG_NOSIGNAL | MSG_DONTWAIT) != n ||
 		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -150,11 +157,75 @@ static void conn_readable(struct loop *l, uint32_t id)
 	}
 }
 
+/* A member of rank 0's node knocks: only the step's user gets in. */
+static void member_arrives(struct loop *l)
+{
+	struct epoll_event ev;
+	int fd;
+
+	while ((fd = node_accept(l->p->node_fd)) >= 0 || errno == EPERM) {
+		struct node_member *m;
+
+		if (fd < 0)
+			continue;
+		if (l->nmembers == l->p->members) {
+			close(fd);	/* more than the node has */
+			continue;
+		}
+		m = &l->members[l->nmembers];
+		memset(m, 0, sizeof(*m));
+		m->fd = fd;
+		ev.events = EPOLLIN;
+		ev.data.u64 = TAG(TAG_MEMBER, l->nmembers);
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			continue;
+		}
+		l->nmembers++;
+	}
+}
+
+static void member_readable(struct loop *l, uint32_t i)
+{
+	struct node_member *m = &l->members[i];
+	struct dt_rdv_reply refusal;
+	bool was_joined = m->joined;
+	int got;
+
+	if (i >= l->nmembers || m->fd < 0)
+		return;
+	got = node_member_read(m);
+	if (got == 0)
+		return;
+	if (got > 0) {
+		memset(&refusal, 0, sizeof(refusal));
+		if (dt_rdv_join_member(l->srv, m->rank, m->nccl_ok,
+				       l->p->self->host, refusal.message,
+				       sizeof(refusal.message)) == 0) {
+			m->joined = true;
+			return;
+		}
+		node_member_answer(m, l->p->secret, &refusal);
+		return;
+	}
+	/* Gone before the answer: missing again. */
+	if (was_joined)
+		dt_rdv_leave_member(l->srv, m->rank, m->nccl_ok);
+	m->joined = false;
+	close(m->fd);
+	m->fd = -1;
+}
+
 /* Tell every rank that proved itself: REPLY. */
 static void answer_all(struct loop *l, const struct dt_rdv_reply *reply)
 {
 	char line[DT_RDV_LINE_MAX];
 	uint64_t deadline = now_ms() + 5000;
+
+	for (uint32_t i = 0; i < l->nmembers; i++)
+		if (l->members[i].fd >= 0 && l->members[i].joined)
+			node_member_answer(&l->members[i], l->p->secret,
+					   reply);
 
 	for (uint32_t id = 0; id < l->slots; id++) {
 		int n;
@@ -190,7 +261,7 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	struct dt_rdv_server_config cfg;
 	struct epoll_event ev, events[EVENTS];
 	struct dt_rdv_reply reply;
-	struct loop l = { .epfd = -1 };
+	struct loop l = { .epfd = -1, .p = p };
 	uint8_t seed[DT_RDV_NONCE_LEN];
 	int rc = -1;
 
@@ -203,7 +274,8 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	cfg.nccl_ok = p->self->nccl_ok;
 	cfg.max_pending = p->max_pending ? p->max_pending : RANK0_MAX_PENDING;
 	cfg.hello_ms = p->hello_ms ? p->hello_ms : RANK0_HELLO_MS;
-	if (raise_fd_limit(cfg.world, &cfg.max_pending, err, errlen) < 0)
+	if (raise_fd_limit((p->nodes ? p->nodes : cfg.world) + p->members,
+			   &cfg.max_pending, err, errlen) < 0)
 		return -1;
 	if (net_random(seed, sizeof(seed)) < 0) {
 		snprintf(err, errlen, "no random numbers: %s",
@@ -221,11 +293,20 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	for (uint32_t i = 0; i < l.slots; i++)
 		l.fds[i] = -1;
 	l.fds[l.slots] = listen_fd;
+	l.members = calloc(p->members + 1, sizeof(*l.members));
+	if (!l.members)
+		goto oom;
 	l.epfd = epoll_create1(EPOLL_CLOEXEC);
 	fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
 	ev.events = EPOLLIN;
-	ev.data.u32 = LISTEN_TAG;
+	ev.data.u64 = TAG(TAG_LISTEN, 0);
 	if (l.epfd < 0 || epoll_ctl(l.epfd, EPOLL_CTL_ADD, listen_fd, &ev)) {
+		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		goto out;
+	}
+	ev.data.u64 = TAG(TAG_NODE_LISTEN, 0);
+	if (p->node_fd >= 0 &&
+	    epoll_ctl(l.epfd, EPOLL_CTL_ADD, p->node_fd, &ev)) {
 		snprintf(err, errlen, "epoll: %s", strerror(errno));
 		goto out;
 	}
@@ -249,10 +330,21 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 		}
 		now = now_ms();
 		for (int i = 0; i < n; i++) {
-			if (events[i].data.u32 == LISTEN_TAG)
+			uint32_t id = (uint32_t)events[i].data.u64;
+
+			switch (events[i].data.u64 >> 32) {
+			case TAG_LISTEN:
 				accept_some(&l, now);
-			else
-				conn_readable(&l, events[i].data.u32);
+				break;
+			case TAG_NODE_LISTEN:
+				member_arrives(&l);
+				break;
+			case TAG_MEMBER:
+				member_readable(&l, id);
+				break;
+			default:
+				conn_readable(&l, id);
+			}
 		}
 	}
 
@@ -277,6 +369,9 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	reply.nccl_port = p->nccl_port;
 	reply.nccl_check = p->want_nccl && dt_rdv_all_nccl(l.srv);
 	reached_address(&l, reply.address, sizeof(reply.address));
+	if (!reply.address[0] && p->address)
+		snprintf(reply.address, sizeof(reply.address), "%s",
+			 p->address);
 	answer_all(&l, &reply);
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
 	res->nccl_port = reply.nccl_port;
@@ -288,6 +383,10 @@ oom:
 out:
 	for (uint32_t i = 0; l.fds && i < l.slots; i++)
 		conn_close(&l, i);
+	for (uint32_t i = 0; i < l.nmembers; i++)
+		if (l.members[i].fd >= 0)
+			close(l.members[i].fd);
+	free(l.members);
 	if (l.epfd >= 0)
 		close(l.epfd);
 	free(l.fds);

@@ -33,10 +33,17 @@ struct rank0_params {
 	void *host_arg;
 	uint32_t max_pending;		/* 0: RANK0_MAX_PENDING */
 	uint32_t hello_ms;		/* 0: RANK0_HELLO_MS */
+	/* Rank 0 leads its node too (helper/node.h): its socket, or -1,
+	 * and how many members to expect there. */
+	int node_fd;
+	uint32_t members;
+	uint32_t nodes;			/* the step's: one connection each */
+	/* Rank 0's address, for when no other node connects. */
+	const char *address;
 };
 
 /* Unproven connections held at once, and how long each may take. */
-#define RANK0_MAX_PENDING 4096
+#define RANK0_MAX_PENDING 16384
 #define RANK0_HELLO_MS 5000
 
 /*

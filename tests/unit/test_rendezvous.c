@@ -33,7 +33,7 @@ static uint32_t connect_rank(struct dt_rdv_server *s, uint64_t now,
 			     uint8_t cnonce[DT_RDV_NONCE_LEN], char *hello,
 			     size_t len)
 {
-	struct dt_rdv_hello h = { rank, world, "", true };
+	struct dt_rdv_hello h = { &rank, 1, world, "", true };
 	char challenge[DT_RDV_LINE_MAX];
 	uint32_t id, evicted;
 	int n;
@@ -179,7 +179,7 @@ static void test_real_ranks_refused(void)
 	id = connect_rank(s, 0, secret, 0, 4, "n6", c, h, sizeof(h));
 	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
 	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
-			       "n6 says it is rank 0, which is not one rank 0 "
+			       "n6 says it runs rank 0, which is not one rank 0 "
 			       "on n1 waits for (1-3)");
 	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
 	dt_rdv_server_free(s);
@@ -266,6 +266,113 @@ static void test_long_refusal_cut(void)
 	dt_rdv_server_free(s);
 }
 
+/* A node's leader speaks for all its ranks in one hello. */
+static void test_node_hellos(void)
+{
+	struct dt_rdv_server *s = server(12, 8);
+	static const uint32_t node2[] = { 1, 2, 3, 7 }, node3[] = { 4, 5, 6 };
+	static const uint32_t overlap[] = { 6, 8 }, unsorted[] = { 9, 8 };
+	struct dt_rdv_hello h = { node2, 4, 12, "n2", true };
+	struct dt_rdv_reply r;
+	uint8_t c[DT_RDV_NONCE_LEN] = { 3 };
+	char challenge[DT_RDV_LINE_MAX], line[DT_RDV_LINE_MAX];
+	char out[DT_RDV_LINE_MAX], who[64];
+	uint32_t id, ev;
+	size_t out_len;
+	int n;
+
+	n = dt_rdv_accept(s, 0, &id, &ev, challenge, sizeof(challenge));
+	challenge[n - 1] = '\0';
+	CU_ASSERT(dt_rdv_hello_line(secret, c, challenge, &h, line,
+				    sizeof(line)) > 0);
+	CU_ASSERT_EQUAL(strncmp(line, "DTB2 1-3,7 12 n2 1 ", 19), 0);
+	CU_ASSERT_EQUAL(say(s, id, line, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 5);
+
+	h.ranks = node3;
+	h.nranks = 3;
+	snprintf(h.host, sizeof(h.host), "n3");
+	n = dt_rdv_accept(s, 0, &id, &ev, challenge, sizeof(challenge));
+	challenge[n - 1] = '\0';
+	dt_rdv_hello_line(secret, c, challenge, &h, line, sizeof(line));
+	CU_ASSERT_EQUAL(say(s, id, line, out, &out_len), DT_RDV_JOINED);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 8);
+
+	/* One rank already there refuses the whole hello. */
+	h.ranks = overlap;
+	h.nranks = 2;
+	n = dt_rdv_accept(s, 0, &id, &ev, challenge, sizeof(challenge));
+	challenge[n - 1] = '\0';
+	dt_rdv_hello_line(secret, c, challenge, &h, line, sizeof(line));
+	CU_ASSERT_EQUAL(say(s, id, line, out, &out_len), DT_RDV_REFUSE);
+	out[out_len - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, out, &r), 0);
+	CU_ASSERT_STRING_EQUAL(r.message, "rank 6 arrived twice (again from n3)");
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 8);
+	/* A list out of order is not made, nor read. */
+	h.ranks = unsorted;
+	CU_ASSERT_EQUAL(dt_rdv_hello_line(secret, c, challenge, &h, line,
+					  sizeof(line)), -1);
+
+	/* Rank 0's own node: its members, through rank 0. */
+	CU_ASSERT_EQUAL(dt_rdv_join_member(s, 8, true, "n1", out,
+					   sizeof(out)), 0);
+	CU_ASSERT_EQUAL(dt_rdv_join_member(s, 8, true, "n1", out,
+					   sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(out, "rank 8 arrived twice (again from n1)");
+	CU_ASSERT_EQUAL(dt_rdv_join_member(s, 12, true, "n1", out,
+					   sizeof(out)), -1);
+	CU_ASSERT_EQUAL(dt_rdv_server_missing(s, NULL, NULL, who,
+					      sizeof(who)), 3);
+	CU_ASSERT_STRING_EQUAL(who, "ranks 9-11");
+	dt_rdv_leave_member(s, 8, true);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 8);
+	/* The node that leaves takes all its ranks with it. */
+	dt_rdv_closed(s, id - 1);
+	CU_ASSERT_EQUAL(dt_rdv_joined(s), 5);
+	dt_rdv_server_free(s);
+}
+
+static void test_members(void)
+{
+	struct dt_rdv_reply ok = { .ok = true, .address = "10.0.0.1",
+				   .nccl_port = 1234 }, back;
+	uint8_t c[DT_RDV_NONCE_LEN] = { 5 }, c2[DT_RDV_NONCE_LEN];
+	char line[DT_RDV_LINE_MAX], name[DT_RDV_NODE_SOCKET_LEN + 1];
+	char name2[DT_RDV_NODE_SOCKET_LEN + 1];
+	uint32_t rank;
+	bool nccl;
+	int n;
+
+	n = dt_rdv_member_line(17, true, c, line, sizeof(line));
+	CU_ASSERT(n > 0 && line[n - 1] == '\n');
+	line[n - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_parse_member(line, &rank, &nccl, c2), 0);
+	CU_ASSERT_TRUE(rank == 17 && nccl && !memcmp(c, c2, sizeof(c)));
+	CU_ASSERT_EQUAL(dt_rdv_parse_member("DTL1 17 1 00", &rank, &nccl, c2),
+			-1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_member("DTB2 17 1", &rank, &nccl, c2),
+			-1);
+
+	/* The leader's answer, as rank 0's: for this member only. */
+	n = dt_rdv_answer_for(secret, c, &ok, line, sizeof(line));
+	CU_ASSERT(n > 0);
+	line[n - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), 0);
+	CU_ASSERT_EQUAL(back.nccl_port, 1234);
+	c2[0] ^= 1;
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c2, line, &back), -1);
+
+	/* The node socket: from the secret, per step and host. */
+	dt_rdv_node_socket(secret, "7.0", "n1", name);
+	CU_ASSERT_EQUAL(strlen(name), DT_RDV_NODE_SOCKET_LEN);
+	CU_ASSERT_EQUAL(strncmp(name, "dist-train-", 11), 0);
+	dt_rdv_node_socket(secret, "7.0", "n2", name2);
+	CU_ASSERT_STRING_NOT_EQUAL(name, name2);
+	dt_rdv_node_socket(other_secret, "7.0", "n1", name2);
+	CU_ASSERT_STRING_NOT_EQUAL(name, name2);
+}
+
 static void test_secret_text(void)
 {
 	uint8_t back[DT_SECRET_LEN];
@@ -335,6 +442,8 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_bounded_strangers),
 	UNIT_TEST(test_rank_leaves),
 	UNIT_TEST(test_long_refusal_cut),
+	UNIT_TEST(test_node_hellos),
+	UNIT_TEST(test_members),
 	UNIT_TEST(test_secret_text),
 	UNIT_TEST(test_missing_summary),
 	UNIT_TEST(test_missing_many),

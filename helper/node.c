@@ -1,0 +1,296 @@
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "join.h"
+#include "net.h"
+#include "node.h"
+
+/* An abstract socket's address: no file, gone with its last user. */
+static socklen_t node_address(const char *name, struct sockaddr_un *a)
+{
+	size_t len = strlen(name);
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path + 1, name, len);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+}
+
+int node_listen(const char *name, char *err, size_t errlen)
+{
+	struct sockaddr_un a;
+	socklen_t alen = node_address(name, &a);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) < 0 ||
+	    listen(fd, SOMAXCONN) < 0) {
+		snprintf(err, errlen, "cannot open this node's socket for its "
+			 "ranks: %s%s", strerror(errno), errno == EADDRINUSE ?
+			 " (two local rank 0s on one node?)" : "");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int node_accept(int listen_fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	/* The name is the step's secret; the user, the kernel's word. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    cred.uid != geteuid()) {
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+int node_member_read(struct node_member *m)
+{
+	ssize_t n = recv(m->fd, m->line + m->len, sizeof(m->line) - 1 - m->len,
+			 0);
+	char *nl;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0 || m->joined)
+		return -1;	/* gone, or more than a member says */
+	m->len = (uint16_t)(m->len + n);
+	m->line[m->len] = '\0';
+	nl = strchr(m->line, '\n');
+	if (!nl)
+		return m->len < sizeof(m->line) - 1 ? 0 : -1;
+	*nl = '\0';
+	if (nl[1] || dt_rdv_parse_member(m->line, &m->rank, &m->nccl_ok,
+					 m->cnonce) < 0)
+		return -1;
+	return 1;
+}
+
+void node_member_answer(struct node_member *m, const uint8_t *secret,
+			const struct dt_rdv_reply *reply)
+{
+	char line[DT_RDV_LINE_MAX];
+	int n = dt_rdv_answer_for(secret, m->cnonce, reply, line,
+				  sizeof(line));
+
+	if (n > 0)
+		net_send_all(m->fd, line, (size_t)n, now_ms() + 5000);
+	close(m->fd);
+	m->fd = -1;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Members until EXPECTED have joined or DEADLINE; how many joined. */
+static uint32_t gather(int listen_fd, struct node_member *m,
+		       uint32_t expected, uint64_t deadline)
+{
+	struct pollfd *p = calloc(expected + 1, sizeof(*p));
+	uint32_t open = 0, joined = 0;
+
+	if (!p)
+		return 0;
+	while (joined < expected && now_ms() < deadline) {
+		uint32_t i;
+
+		p[0].fd = listen_fd;
+		p[0].events = POLLIN;
+		for (i = 0; i < open; i++) {
+			p[i + 1].fd = m[i].joined ? -1 : m[i].fd;
+			p[i + 1].events = POLLIN;
+		}
+		if (poll(p, open + 1, net_remaining_ms(deadline)) <= 0)
+			continue;
+		for (i = 0; i < open; i++) {
+			int got;
+
+			if (!p[i + 1].revents || m[i].joined)
+				continue;
+			got = node_member_read(&m[i]);
+			if (got > 0) {
+				m[i].joined = true;
+				joined++;
+			} else if (got < 0) {
+				/* Not a member after all: its place is free. */
+				close(m[i].fd);
+				m[i--] = m[--open];
+				p[i + 2] = p[open + 1];
+			}
+		}
+		while ((p[0].revents & POLLIN) && open < expected) {
+			int fd = node_accept(listen_fd);
+
+			if (fd < 0 && errno != EPERM)
+				break;
+			if (fd < 0)
+				continue;
+			memset(&m[open], 0, sizeof(m[open]));
+			m[open++].fd = fd;
+		}
+	}
+	/* Members not yet heard from are not spoken for. */
+	for (uint32_t i = 0; i < open; i++)
+		if (!m[i].joined) {
+			close(m[i].fd);
+			m[i--] = m[--open];
+		}
+	free(p);
+	return joined;
+}
+
+int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
+	      const char *host, uint16_t port, const uint8_t *secret,
+	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
+	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      bool *from_rank0, char *err, size_t errlen)
+{
+	struct node_member *m = calloc(local_size, sizeof(*m));
+	uint32_t *ranks = calloc(local_size, sizeof(uint32_t));
+	struct dt_rdv_hello hello = *self;
+	struct dt_rdv_reply reply;
+	uint32_t joined = 0;
+	int rc = -1;
+
+	if (!m || !ranks) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	joined = gather(listen_fd, m, local_size - 1, gather_deadline_ms);
+	ranks[0] = self->ranks[0];
+	for (uint32_t i = 0; i < joined; i++) {
+		ranks[i + 1] = m[i].rank;
+		hello.nccl_ok = hello.nccl_ok && m[i].nccl_ok;
+	}
+	qsort(ranks, joined + 1, sizeof(uint32_t), compare_u32);
+	for (uint32_t i = 1; i <= joined; i++)
+		if (ranks[i] == ranks[i - 1]) {
+			snprintf(err, errlen, "rank %u arrived twice on %s",
+				 ranks[i], self->host);
+			goto answer;
+		}
+	hello.ranks = ranks;
+	hello.nranks = joined + 1;
+	rc = join_rank0(host, port, secret, &hello, connect_deadline_ms,
+			reply_wait_ms, res, from_rank0, err, errlen);
+answer:
+	memset(&reply, 0, sizeof(reply));
+	if (rc == 0) {
+		reply.ok = true;
+		snprintf(reply.address, sizeof(reply.address), "%s",
+			 res->address);
+		reply.nccl_port = res->nccl_port;
+		reply.nccl_check = res->nccl_check;
+	} else {
+		snprintf(reply.message, sizeof(reply.message), "%s", err);
+	}
+	for (uint32_t i = 0; i < joined; i++)
+		node_member_answer(&m[i], secret, &reply);
+	/* The members say nothing of a failure their leader reports. */
+out:
+	free(m);
+	free(ranks);
+	return rc;
+}
+
+int node_join(const char *name, const uint8_t *secret, uint32_t rank,
+	      bool nccl_ok, uint64_t connect_deadline_ms,
+	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      bool *from_rank0, char *err, size_t errlen)
+{
+	struct sockaddr_un a;
+	socklen_t alen = node_address(name, &a);
+	struct dt_rdv_reply reply;
+	uint8_t cnonce[DT_RDV_NONCE_LEN];
+	char line[DT_RDV_LINE_MAX];
+	uint64_t deadline;
+	size_t len = 0;
+	int fd = -1, n, rc = -1;
+
+	*from_rank0 = false;
+	memset(res, 0, sizeof(*res));
+	/* The leader may not be listening yet. */
+	while (fd < 0) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, alen) == 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		if (now_ms() >= connect_deadline_ms) {
+			snprintf(err, errlen, "this node's local rank 0 did not "
+				 "start its bootstrap in time");
+			return -1;
+		}
+		usleep(20000);
+	}
+	if (net_random(cnonce, sizeof(cnonce)) < 0 ||
+	    (n = dt_rdv_member_line(rank, nccl_ok, cnonce, line,
+				    sizeof(line))) < 0 ||
+	    !net_send_all(fd, line, (size_t)n, now_ms() + 5000)) {
+		snprintf(err, errlen, "lost this node's local rank 0");
+		goto out;
+	}
+	deadline = now_ms() + reply_wait_ms;
+	while (!memchr(line, '\n', len)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t got;
+
+		if (len == sizeof(line) - 1 ||
+		    poll(&p, 1, net_remaining_ms(deadline)) <= 0) {
+			snprintf(err, errlen, "this node's local rank 0 did not "
+				 "answer");
+			goto out;
+		}
+		got = recv(fd, line + len, sizeof(line) - 1 - len, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			/* Its leader says why, or rank 0 does. */
+			*from_rank0 = true;
+			snprintf(err, errlen, "this node's local rank 0 left");
+			goto out;
+		}
+		len += (size_t)got;
+	}
+	line[len] = '\0';
+	*strchr(line, '\n') = '\0';
+	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
+		snprintf(err, errlen, "this node's socket answered, but not "
+			 "with the step's secret");
+		goto out;
+	}
+	if (!reply.ok) {
+		*from_rank0 = true;	/* rank 0 or the leader reports it */
+		snprintf(err, errlen, "%s", reply.message);
+		goto out;
+	}
+	snprintf(res->address, sizeof(res->address), "%s", reply.address);
+	res->nccl_port = reply.nccl_port;
+	res->nccl_check = reply.nccl_check;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,65 @@
+/*
+ * One process per node speaks for the node at rank 0: the node's leader
+ * (its local rank 0) gathers the other local ranks, its members, over a
+ * Unix socket (abstract, named from the step's secret; only processes of
+ * the step's user are let in, by peer credentials), joins rank 0 once for
+ * all of them, and hands each member rank 0's answer, made for it (see
+ * common/rendezvous.h). Rank 0 leads its own node inside its event loop
+ * (helper/rank0.c); other leaders use node_lead.
+ */
+#ifndef DIST_TRAIN_HELPER_NODE_H
+#define DIST_TRAIN_HELPER_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rank0.h"
+
+struct node_member {
+	int fd;
+	bool joined;		/* its hello came and was taken */
+	bool nccl_ok;
+	uint32_t rank;
+	uint8_t cnonce[DT_RDV_NONCE_LEN];
+	uint16_t len;
+	char line[128];
+};
+
+/* Listen on the node's socket NAME; the socket, or -1 with ERR. */
+int node_listen(const char *name, char *err, size_t errlen);
+
+/* The next member at LISTEN_FD, non-blocking, if it runs as this user;
+ * -1 when there is none (or it was turned away). */
+int node_accept(int listen_fd);
+
+/* Read from M: 1 when its hello is complete and well formed, 0 when more
+ * is to come, -1 when it is to be dropped (gone, or not a member). */
+int node_member_read(struct node_member *m);
+
+/* Tell M REPLY, made for it with SECRET, and close it. */
+void node_member_answer(struct node_member *m, const uint8_t *secret,
+			const struct dt_rdv_reply *reply);
+
+/*
+ * A leader other than rank 0: gather the node's other LOCAL_SIZE - 1
+ * ranks at LISTEN_FD until GATHER_DEADLINE_MS, join rank 0 at HOST:PORT
+ * for all of them with SELF's rank, and tell each the answer. Returns as
+ * join_rank0 does.
+ */
+int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
+	      const char *host, uint16_t port, const uint8_t *secret,
+	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
+	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      bool *from_rank0, char *err, size_t errlen);
+
+/*
+ * A member: reach the leader at NAME by CONNECT_DEADLINE_MS, say RANK,
+ * and wait up to REPLY_WAIT_MS for the answer, proven with SECRET.
+ */
+int node_join(const char *name, const uint8_t *secret, uint32_t rank,
+	      bool nccl_ok, uint64_t connect_deadline_ms,
+	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      bool *from_rank0, char *err, size_t errlen);
+
+#endif
