@@ -181,9 +181,19 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 	if (req->nccl_comm_id)
 		rc |= push_unless_user(out, req, "NCCL_COMM_ID",
 				       req->nccl_comm_id);
-	if (req->socket_ifname)
+	/*
+	 * The interface the ranks reached rank 0 through, for NCCL ("=NAME":
+	 * exactly that one) and gloo (which would otherwise take the address
+	 * of its host name: 127.0.1.1 in Debian's /etc/hosts on rank 0's
+	 * node, which no other node can reach).
+	 */
+	if (req->socket_ifname) {
 		rc |= push_unless_user(out, req, "NCCL_SOCKET_IFNAME",
 				       req->socket_ifname);
+		rc |= push_unless_user(out, req, "GLOO_SOCKET_IFNAME",
+				       req->socket_ifname +
+				       (req->socket_ifname[0] == '='));
+	}
 	/*
 	 * PMIx 4.2 under Slurm 22.05 serves a rank's second client (the
 	 * program, after the helper) wrong per-process data from its shared

@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 19
+plan 20
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -30,6 +30,12 @@ check "every task's values come from PMIx and match the 5,1,1,1 layout" \
 job srun -N4 -n8 --mpi=pmix --dist-train /usr/bin/python3 allreduce.py
 check "PyTorch gloo all_reduce with PMIx ranks" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+
+# Rank 0's node is at 127.0.1.1 (Debian's address for a host's own name):
+# gloo gets the interface the nodes reached it through.
+job srun -N4 -n8 --mpi=pmix --dist-train sh -c 'echo "IF $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+check "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME: the interface towards rank 0 (lo here)" \
+	test "$(count_lines '^IF lo =lo$')" = 8 || show_output
 
 job srun -N4 -n8 --mpi=pmix --dist-train ./pmix_peer
 check "a PMIx program started after the bootstrap sees its own rank, local rank and node" \

@@ -208,6 +208,8 @@ static void test_helper_additions(void)
 	/* The user's interface choice stays. */
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "NCCL_SOCKET_IFNAME"), "ib0");
 	CU_ASSERT_EQUAL(action(&env, "NCCL_SOCKET_IFNAME"), DT_ENV_KEPT);
+	/* Gloo's name has no "=". */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "GLOO_SOCKET_IFNAME"), "eth0");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "PMIX_MCA_gds"), "hash");
 	dt_env_free(&env);
 }
