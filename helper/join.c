@@ -71,30 +71,26 @@ static int reach(const char *host, const char *port, uint64_t deadline,
 	return fd;
 }
 
-/*
- * One line from FD by DEADLINE into LINE (without its '\n'). Returns 0,
- * -1 on a timeout or a line too long, -2 when the peer hung up.
- */
-static int read_line(int fd, uint64_t deadline, char *line, size_t size)
+int join_verdict(const uint8_t *secret, const uint8_t *cnonce,
+		 const char *line, const char *unproven,
+		 struct rendezvous_result *res, bool *from_rank0, char *err,
+		 size_t errlen)
 {
-	size_t len = 0;
+	struct dt_rdv_reply reply;
 
-	while (!memchr(line, '\n', len)) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t got;
-
-		if (len == size - 1 ||
-		    poll(&p, 1, net_remaining_ms(deadline)) <= 0)
-			return -1;
-		got = recv(fd, line + len, size - 1 - len, 0);
-		if (got < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (got <= 0)
-			return -2;
-		len += (size_t)got;
+	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
+		snprintf(err, errlen, "%s", unproven);
+		return -1;
 	}
-	line[len] = '\0';
-	*strchr(line, '\n') = '\0';
+	if (!reply.ok) {
+		/* Rank 0 reports it (or, to a member, its leader). */
+		*from_rank0 = true;
+		snprintf(err, errlen, "%s", reply.message);
+		return -1;
+	}
+	snprintf(res->address, sizeof(res->address), "%s", reply.address);
+	res->nccl_port = reply.nccl_port;
+	res->nccl_check = reply.nccl_check;
 	return 0;
 }
 
@@ -103,7 +99,6 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 	       uint64_t reply_wait_ms, struct rendezvous_result *res,
 	       bool *from_rank0, char *err, size_t errlen)
 {
-	struct dt_rdv_reply reply;
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
 	const char *why = "no address";
@@ -131,7 +126,7 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 		challenge_by = now_ms() + CHALLENGE_MS;
 		if (challenge_by > connect_deadline_ms)
 			challenge_by = connect_deadline_ms;
-		if (read_line(fd, challenge_by, challenge,
+		if (net_read_line(fd, challenge_by, challenge,
 			      sizeof(challenge)) < 0) {
 			why = "it did not send its challenge";
 			continue;
@@ -154,7 +149,7 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 		}
 		/* The answer comes once everyone is there, or at its
 		 * timeout. Hanging up instead: this hello was not taken. */
-		got = read_line(fd, now_ms() + reply_wait_ms, line,
+		got = net_read_line(fd, now_ms() + reply_wait_ms, line,
 				sizeof(line));
 		if (got == -2) {
 			why = "it closed the connection without an answer "
@@ -169,20 +164,12 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 		}
 		break;
 	}
-	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
-		snprintf(err, errlen, "%s:%u answered, but not as this step's "
-			 "rank 0 (it does not know the step's secret): "
-			 "another program holds rank 0's port", host, port);
+	snprintf(challenge, sizeof(challenge), "%s:%u answered, but not as "
+		 "this step's rank 0 (it does not know the step's secret): "
+		 "another program holds rank 0's port", host, port);
+	if (join_verdict(secret, cnonce, line, challenge, res, from_rank0, err,
+			 errlen) < 0)
 		goto fail;
-	}
-	if (!reply.ok) {
-		*from_rank0 = true;
-		snprintf(err, errlen, "%s", reply.message);
-		goto fail;
-	}
-	snprintf(res->address, sizeof(res->address), "%s", reply.address);
-	res->nccl_port = reply.nccl_port;
-	res->nccl_check = reply.nccl_check;
 	close(fd);
 	return 0;
 fail:

@@ -101,6 +101,29 @@ bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline)
 	return true;
 }
 
+int net_read_line(int fd, uint64_t deadline, char *line, size_t size)
+{
+	size_t len = 0;
+
+	while (!memchr(line, '\n', len)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t got;
+
+		if (len == size - 1 ||
+		    poll(&p, 1, net_remaining_ms(deadline)) <= 0)
+			return -1;
+		got = recv(fd, line + len, size - 1 - len, 0);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0)
+			return -2;
+		len += (size_t)got;
+	}
+	line[len] = '\0';
+	*strchr(line, '\n') = '\0';
+	return 0;
+}
+
 void net_address_text(const struct sockaddr_storage *sa, char *buf,
 		      size_t len)
 {

@@ -29,6 +29,12 @@ bool net_port_is_free(uint16_t port);
 /* Write all of BUF before DEADLINE; false on failure. */
 bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline);
 
+/*
+ * One line from FD by DEADLINE into LINE (SIZE bytes), without its '\n'.
+ * Returns 0; -1 on a timeout or a line too long; -2 when the peer hung up.
+ */
+int net_read_line(int fd, uint64_t deadline, char *line, size_t size);
+
 /* The numeric address of SA, IPv4-mapped IPv6 shown as IPv4. */
 void net_address_text(const struct sockaddr_storage *sa, char *buf,
 		      size_t len);

@@ -221,12 +221,9 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 {
 	struct sockaddr_un a;
 	socklen_t alen = node_address(name, &a);
-	struct dt_rdv_reply reply;
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX];
-	uint64_t deadline;
-	size_t len = 0;
-	int fd = -1, n, rc = -1;
+	int fd = -1, n, got, rc = -1;
 
 	*from_rank0 = false;
 	memset(res, 0, sizeof(*res));
@@ -252,43 +249,22 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 		snprintf(err, errlen, "lost this node's local rank 0");
 		goto out;
 	}
-	deadline = now_ms() + reply_wait_ms;
-	while (!memchr(line, '\n', len)) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t got;
-
-		if (len == sizeof(line) - 1 ||
-		    poll(&p, 1, net_remaining_ms(deadline)) <= 0) {
-			snprintf(err, errlen, "this node's local rank 0 did not "
-				 "answer");
-			goto out;
-		}
-		got = recv(fd, line + len, sizeof(line) - 1 - len, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0) {
-			/* Its leader says why, or rank 0 does. */
-			*from_rank0 = true;
-			snprintf(err, errlen, "this node's local rank 0 left");
-			goto out;
-		}
-		len += (size_t)got;
-	}
-	line[len] = '\0';
-	*strchr(line, '\n') = '\0';
-	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
-		snprintf(err, errlen, "this node's socket answered, but not "
-			 "with the step's secret");
+	got = net_read_line(fd, now_ms() + reply_wait_ms, line, sizeof(line));
+	if (got == -2) {
+		/* Its leader says why, or rank 0 does. */
+		*from_rank0 = true;
+		snprintf(err, errlen, "this node's local rank 0 left");
 		goto out;
 	}
-	if (!reply.ok) {
-		*from_rank0 = true;	/* rank 0 or the leader reports it */
-		snprintf(err, errlen, "%s", reply.message);
+	if (got < 0) {
+		snprintf(err, errlen, "this node's local rank 0 did not "
+			 "answer");
 		goto out;
 	}
-	snprintf(res->address, sizeof(res->address), "%s", reply.address);
-	res->nccl_port = reply.nccl_port;
-	res->nccl_check = reply.nccl_check;
+	if (join_verdict(secret, cnonce, line, "this node's socket answered, "
+			 "but not with the step's secret", res, from_rank0,
+			 err, errlen) < 0)
+		goto out;
 	rc = 0;
 out:
 	close(fd);
