@@ -28,7 +28,7 @@
  * step's secret when it made it.
  */
 #define RENDEZVOUS_KEY "dist-train.rendezvous"
-/* Where the plugin's srun puts the step's secret; see read_secret. */
+/* Where the plugin's srun puts the step's secret; see step_secret. */
 #define SECRET_ENV "DIST_TRAIN_STEP_SECRET"
 /* How a user makes one by hand. */
 #define SECRET_RECIPE \
@@ -46,7 +46,6 @@
  */
 static struct {
 	bool have;
-	const char *source;	/* for messages */
 	uint8_t bytes[DT_SECRET_LEN];
 } step_secret;
 
@@ -76,7 +75,6 @@ static int read_secret_fd(int fd)
 	}
 	explicit_bzero(hex, sizeof(hex));
 	step_secret.have = true;
-	step_secret.source = "srun";
 	return 0;
 }
 
@@ -142,7 +140,6 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 			return 2;
 		}
 		step_secret.have = true;
-		step_secret.source = "the environment";
 	}
 	return 0;
 }
@@ -402,7 +399,6 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 			goto out;
 		}
 		step_secret.have = true;
-		step_secret.source = "PMIx";
 		dt_secret_format(step_secret.bytes, hex);
 		snprintf(value, sizeof(value), "%u %s", t->ports.port[0],
 			 hex);
@@ -471,7 +467,6 @@ static int read_published(struct task *t, char *value, char *err,
 			return -1;
 		}
 		step_secret.have = true;
-		step_secret.source = "PMIx";
 	}
 	port = (uint16_t)atoi(value);
 	/* Rank 0 moved off the step's first port: it was taken. */
