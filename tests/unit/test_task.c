@@ -38,10 +38,21 @@ struct plugin_state *plugin_state(void)
 	return &mock_state;
 }
 
+/* What the helper was handed, for the tests to see. */
+static char helper_secret[DT_SECRET_HEX + 1];
+static char helper_env_secret[DT_SECRET_HEX + 1];
+
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     struct dt_env *out, char *err, size_t errlen)
+		     const char *secret, struct dt_env *out, char *err,
+		     size_t errlen)
 {
-	(void)cfg, (void)envp, (void)out;
+	const char *in_env = dt_envp_get((char **)envp, DT_SECRET_ENV);
+
+	(void)cfg, (void)out;
+	snprintf(helper_secret, sizeof(helper_secret), "%s",
+		 secret ? secret : "");
+	snprintf(helper_env_secret, sizeof(helper_env_secret), "%s",
+		 in_env ? in_env : "");
 	snprintf(err, errlen, "the helper is not part of this test");
 	return -1;
 }
@@ -119,8 +130,16 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val,
 
 spank_err_t spank_unsetenv(spank_t sp, const char *var)
 {
-	(void)sp, (void)var;
+	size_t n = 0, len = strlen(var);
+
+	(void)sp;
 	move_env();
+	for (; current_env[n]; n++)
+		if (!strncmp(current_env[n], var, len) &&
+		    current_env[n][len] == '=')
+			break;
+	for (; current_env[n]; n++)
+		current_env[n] = current_env[n + 1];
 	return ESPANK_SUCCESS;
 }
 
@@ -217,6 +236,40 @@ static void test_environment_set(void)
 	teardown_task();
 }
 
+#define SECRET "00112233445566778899aabbccddeeff" \
+	       "00112233445566778899aabbccddeeff"
+
+/* The step's secret leaves the task's environment, helper or not, failed
+ * or not; the helper gets it on its own. */
+static void test_secret_taken_out(void)
+{
+	char out[8192];
+
+	setup_task();
+	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	CU_ASSERT_STRING_EQUAL(env_value("RANK"), "0");
+	teardown_task();
+
+	setup_task();
+	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	mock_state.step.check = true;	/* the helper runs, and fails */
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
+	CU_ASSERT_STRING_EQUAL(helper_env_secret, "");
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	teardown_task();
+
+	/* A node that failed before any task: out all the same. */
+	setup_task();
+	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	snprintf(mock_state.node_error, sizeof(mock_state.node_error), "x");
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	teardown_task();
+}
+
 /* The verbose line names the node: read from the array as it is now. */
 static void test_verbose_reads_the_moved_environment(void)
 {
@@ -270,6 +323,7 @@ static void test_python_hook_first_on_pythonpath(void)
 
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_environment_set),
+	UNIT_TEST(test_secret_taken_out),
 	UNIT_TEST(test_verbose_reads_the_moved_environment),
 	UNIT_TEST(test_python_hook_first_on_pythonpath),
 };
