@@ -89,10 +89,10 @@ static int load_hwloc(char *err, size_t errlen)
 
 	if (lib)
 		return 0;
-	lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_GLOBAL);
+	/* By its absolute path only: slurmstepd runs this, as root. */
+	lib = dlopen(HWLOC_LIBDIR "/libhwloc.so.15", RTLD_NOW | RTLD_GLOBAL);
 	if (!lib) {
-		dt_errf(err, errlen, "cannot load hwloc (libhwloc.so.15: %s)",
-			dlerror());
+		dt_errf(err, errlen, "cannot load hwloc (%s)", dlerror());
 		return -1;
 	}
 #define RESOLVE(field)                                                   \
