@@ -236,6 +236,9 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 			close(fd);
 		fd = -1;
 		if (now_ms() >= connect_deadline_ms) {
+			/* Rank 0 names this node's ranks as missing; every
+			 * member saying so too would only repeat it. */
+			*from_rank0 = true;
 			snprintf(err, errlen, "this node's local rank 0 did not "
 				 "start its bootstrap in time");
 			return -1;

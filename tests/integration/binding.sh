@@ -77,7 +77,9 @@ check "... and verbose says so" \
 job srun -N2 --ntasks-per-node=2 --exclusive --mpi=pmix --dist-train ./aff.sh
 pmix_check "with the PMIx bootstrap too" matches_plan "$JOBS/plan-2.json" || show_output
 
-job srun -N1 -n2 --exclusive dist-train exec -- ./aff.sh
+# Without PMIx or the plugin, the user gives the step its secret.
+job env DIST_TRAIN_STEP_SECRET="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" \
+	srun -N1 -n2 --exclusive dist-train exec -- ./aff.sh
 check "dist-train exec binds the same way, without the plugin" \
 	matches_plan "$JOBS/plan-2.json" || show_output
 
