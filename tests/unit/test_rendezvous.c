@@ -376,7 +376,7 @@ static void test_members(void)
 static void test_secret_text(void)
 {
 	uint8_t back[DT_SECRET_LEN];
-	char hex[DT_SECRET_HEX + 1];
+	char hex[DT_SECRET_HEX + 2];	/* room for one digit too many */
 
 	dt_secret_format(secret, hex);
 	CU_ASSERT_EQUAL(strlen(hex), 64);
