@@ -115,7 +115,8 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 	while (joined < expected && now_ms() < deadline) {
 		uint32_t i;
 
-		p[0].fd = listen_fd;
+		/* Full: let the rest wait in the backlog, not spin. */
+		p[0].fd = open < expected ? listen_fd : -1;
 		p[0].events = POLLIN;
 		for (i = 0; i < open; i++) {
 			p[i + 1].fd = m[i].joined ? -1 : m[i].fd;
