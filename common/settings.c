@@ -489,3 +489,26 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 
 	return n < 0 ? 0 : (size_t)n;
 }
+
+int dt_config_check_step(const struct dt_config *cfg, uint32_t nodes,
+			 uint32_t tasks, char *err, size_t errlen)
+{
+	if (!cfg->enabled || !cfg->torchrun)
+		return 0;
+	if (tasks != nodes) {
+		dt_errf(err, errlen, "--dist-train=torchrun runs one torchrun "
+			"agent per node, which starts the processes: use "
+			"--ntasks-per-node=1 (this step has %u tasks on %u "
+			"nodes)", tasks, nodes);
+		return -1;
+	}
+	if (cfg->max_nodes > nodes) {
+		dt_errf(err, errlen, "--dist-train=elastic=%u:%u asks for up "
+			"to %u nodes but the step has %u: use --nodes=%u, or "
+			"elastic=%u:%u", cfg->min_nodes, cfg->max_nodes,
+			cfg->max_nodes, nodes, cfg->max_nodes,
+			cfg->min_nodes > nodes ? nodes : cfg->min_nodes, nodes);
+		return -1;
+	}
+	return 0;
+}

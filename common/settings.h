@@ -76,4 +76,14 @@ bool dt_option_arg_is_empty(const char *arg);
 size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 				 size_t len);
 
+/*
+ * Whether a step of NODES nodes and TASKS tasks can run CFG (torchrun mode
+ * wants one agent per node, and elastic=MIN:MAX at most MAX nodes). srun
+ * asks before launch and every node asks again, so that a site whose
+ * plugstack.conf marks the plugin optional still never runs the step.
+ * Returns 0, or -1 with one sentence in ERR naming the fix.
+ */
+int dt_config_check_step(const struct dt_config *cfg, uint32_t nodes,
+			 uint32_t tasks, char *err, size_t errlen);
+
 #endif

@@ -55,37 +55,67 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 	st->have_machine = true;
 }
 
+/*
+ * Whether the user asked for the environment with a --dist-train that is
+ * not "off", judged without the site's settings (they may be broken).
+ */
+static bool asked_for(const struct plugin_state *st)
+{
+	struct dt_config probe;
+	char err[8];
+
+	if (!st->option_seen)
+		return false;
+	dt_config_init(&probe);
+	return dt_config_parse_option(&probe, st->option_arg, err,
+				      sizeof(err)) < 0 || probe.enabled;
+}
+
 int slurmstepd_user_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_slurm_step step;
 	char **env = NULL;
-	char err[400];
+	char err[sizeof(st->node_error)], why[400];
 
 	st->node_active = false;
 	st->node_error[0] = '\0';
 	if (get_u32(sp, S_JOB_STEPID, &st->step_id) < 0 ||
 	    st->step_id > SLURM_MAX_NORMAL_STEP_ID)
 		return 0;	/* extern, batch and interactive steps */
-	if (!st->site_ok)
-		return 0;
-	/* srun validated the settings; a value that does not parse here
-	 * (a different plugstack.conf?) leaves the site's defaults. */
-	st->step = st->site;
-	if (st->option_seen &&
-	    dt_config_parse_option(&st->step, st->option_arg, err,
-				   sizeof(err)) < 0) {
-		dt_log_error("ignoring --dist-train=%s: %s", st->option_arg,
-			     err);
-		st->step = st->site;
-	}
-	if (!st->step.enabled)
+	if (!st->site_ok && !asked_for(st))
 		return 0;
 	st->node_active = true;
+	if (get_u32(sp, S_JOB_ID, &st->job_id) < 0)
+		st->job_id = 0;
+	/*
+	 * srun validated the settings. Failing here too is for the site
+	 * whose nodes read another plugstack.conf than srun, or mark the
+	 * plugin optional: a step that asked for the environment never
+	 * runs without it, and one that did not is left alone.
+	 */
+	if (!st->site_ok) {
+		snprintf(err, sizeof(err), "--dist-train is unavailable: "
+			 "plugstack.conf on this node is wrong (%.300s); ask "
+			 "the cluster's administrator to fix it",
+			 st->site_error);
+		goto fail;
+	}
+	st->step = st->site;
+	if (st->option_seen &&
+	    dt_config_parse_option(&st->step, st->option_arg, why,
+				   sizeof(why)) < 0) {
+		snprintf(err, sizeof(err), "--dist-train=%.80s: %s",
+			 st->option_arg ? st->option_arg : "", why);
+		goto fail;
+	}
+	if (!st->step.enabled) {
+		st->node_active = false;
+		return 0;
+	}
 
 	memset(&step, 0, sizeof(step));
-	if (get_u32(sp, S_JOB_ID, &st->job_id) < 0 ||
-	    get_u32(sp, S_JOB_NNODES, &step.num_nodes) < 0 ||
+	if (get_u32(sp, S_JOB_NNODES, &step.num_nodes) < 0 ||
 	    get_u32(sp, S_JOB_NODEID, &step.node_id) < 0 ||
 	    get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &step.num_tasks) < 0 ||
 	    get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &step.local_tasks) < 0 ||
@@ -96,6 +126,9 @@ int slurmstepd_user_init(spank_t sp)
 			 "size and layout to the plugin");
 		goto fail;
 	}
+	if (dt_config_check_step(&st->step, step.num_nodes, step.num_tasks,
+				 err, sizeof(err)) < 0)
+		goto fail;
 	if (get_u32(sp, S_STEP_CPUS_PER_TASK, &st->cpus_per_task) < 0)
 		st->cpus_per_task = 0;
 	step.nodelist = dt_envp_get(env, "SLURM_STEP_NODELIST");

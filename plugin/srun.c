@@ -12,23 +12,21 @@
 
 #include "plugin.h"
 
-int srun_post_opt(spank_t sp)
+static int check_settings(void)
 {
 	struct plugin_state *st = plugin_state();
 	const char *port;
 	char err[640];
 
-	(void)sp;
 	st->step = st->site;
-	if (!st->option_seen)
-		return 0;
-	if (!st->site_ok) {
+	if (st->option_seen && !st->site_ok) {
 		dt_log_error("--dist-train is unavailable: plugstack.conf is "
 			     "wrong (%s); ask the cluster's administrator to "
 			     "fix it", st->site_error);
 		return -1;
 	}
-	if (dt_config_parse_option(&st->step, st->option_arg, err,
+	if (st->option_seen &&
+	    dt_config_parse_option(&st->step, st->option_arg, err,
 				   sizeof(err)) < 0) {
 		dt_log_error("--dist-train=%s: %s", st->option_arg, err);
 		return -1;
@@ -43,6 +41,20 @@ int srun_post_opt(spank_t sp)
 			     "port number (1-65535): fix or unset it", port);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * Slurm ignores a failing plugin that plugstack.conf marks optional, and
+ * would run the step without its environment. Nothing is submitted yet:
+ * leaving now is what srun, sbatch and salloc do themselves for a
+ * required plugin, so both modes refuse alike.
+ */
+int srun_post_opt(spank_t sp)
+{
+	(void)sp;
+	if (check_settings() < 0)
+		exit(1);
 	return 0;
 }
 
@@ -91,32 +103,19 @@ int srun_local_user_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	uint32_t nodes, tasks;
+	char err[640];
 
 	if (!st->step.enabled)
 		return 0;
 	if (make_step_secret() < 0)
 		return -1;
-	if (!st->step.torchrun)
-		return 0;
 	if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=
 	    ESPANK_SUCCESS)
 		return 0;	/* the nodes will say what is wrong */
-	if (tasks != nodes) {
-		dt_log_error("--dist-train=torchrun runs one torchrun agent per "
-			     "node, which starts the processes: use "
-			     "--ntasks-per-node=1 (this step has %u tasks on %u "
-			     "nodes)", tasks, nodes);
-		return -1;
-	}
-	if (st->step.max_nodes > nodes) {
-		dt_log_error("--dist-train=elastic=%u:%u asks for up to %u "
-			     "nodes but the step has %u: use --nodes=%u, or "
-			     "elastic=%u:%u", st->step.min_nodes,
-			     st->step.max_nodes, st->step.max_nodes, nodes,
-			     st->step.max_nodes,
-			     st->step.min_nodes > nodes ? nodes :
-			     st->step.min_nodes, nodes);
+	if (dt_config_check_step(&st->step, nodes, tasks, err,
+				 sizeof(err)) < 0) {
+		dt_log_error("%s", err);
 		return -1;
 	}
 	return 0;

@@ -1,7 +1,7 @@
 /*
  * Each task, in its own process as the user, just before execve: set the
- * task's environment. A failure here fails this task, with a message on
- * its stderr, which srun shows.
+ * task's environment. A failure here ends this task before its program
+ * runs, with a message on its stderr, which srun shows.
  */
 #include "config.h"
 
@@ -199,5 +199,14 @@ out:
 	explicit_bzero(secret, sizeof(secret));
 	free(line);
 	dt_env_free(&env);
+	/*
+	 * Slurm ends the task when a required plugin fails here, but runs
+	 * the program anyway when plugstack.conf marks it optional: this
+	 * process is the task, so it ends itself, alike in both modes, as
+	 * Slurm would (exit code 1), without running slurmstepd's exit
+	 * handlers.
+	 */
+	if (rc < 0)
+		_exit(1);
 	return rc;
 }

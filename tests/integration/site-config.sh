@@ -1,10 +1,10 @@
 #!/bin/bash
-# Site defaults as plugstack.conf arguments, a broken plugstack.conf, and
-# Slurm's per-step reserved ports.
+# Site defaults as plugstack.conf arguments, a broken plugstack.conf,
+# Slurm's per-step reserved ports, and a plugin marked optional.
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 13
+plan 20
 
 job_file show.sh <<'EOF2'
 #!/bin/sh
@@ -59,5 +59,52 @@ check "... the same on every rank" \
 job srun -N2 -n2 --dist-train sh -c 'test "$MASTER_PORT" = "${SLURM_STEP_RESV_PORTS%%[-,]*}" && echo same'
 check "... namely the first of SLURM_STEP_RESV_PORTS" \
 	test "$(count_lines '^same$')" = 2 || show_output
+
+
+# "optional" in plugstack.conf: Slurm then ignores the plugin's failures.
+# A step that asked for the environment still never runs without it, and
+# one that did not ask is left alone, whatever fails.
+export DT_CLUSTER_PLUGIN_MODE=optional
+ran_nowhere() { ! ls "$JOBS"/ran.* >/dev/null 2>&1; }
+set_plugin_args bogus=1
+rm -f "$JOBS"/ran.*
+job srun -N2 -n2 --dist-train sh -c 'touch ran.$SLURM_PROCID'
+rc=$?
+check "optional, plugstack.conf wrong: srun refuses --dist-train before launch, with one message" \
+	eval '[ $rc != 0 ] && ran_nowhere && [ "$(grep -c "dist-train" "$ERR")" = 1 ] &&
+	      grep -q "^srun: error: dist-train: --dist-train is unavailable: plugstack.conf is wrong" "$ERR"' || show_output
+job srun -N2 -n2 ./show.sh plain
+check "... while plain steps run" \
+	test "$(count_lines '^plain RANK=unset')" = 2 || show_output
+
+set_plugin_args helper=/nonexistent/dist-train
+job srun -N2 -n2 --dist-train=check sh -c 'touch ran.$SLURM_PROCID'
+rc=$?
+check "optional, a helper that cannot run: no task runs the program, srun exits non-zero" \
+	eval '[ $rc != 0 ] && ran_nowhere &&
+	      [ "$(grep -c "^dist-train: error: cannot run the helper /nonexistent/dist-train: No such file or directory;" "$ERR")" = 2 ]' || show_output
+job srun -N2 -n2 ./show.sh plain
+check "... while plain steps run" \
+	test "$(count_lines '^plain RANK=unset')" = 2 || show_output
+
+# What srun refuses after the step exists, the nodes refuse again.
+set_plugin_args
+job srun -N2 --ntasks-per-node=2 --dist-train=torchrun sh -c 'touch ran.$SLURM_PROCID'
+rc=$?
+check "optional, torchrun mode with 2 tasks per node: no task runs, srun exits non-zero" \
+	eval '[ $rc != 0 ] && ran_nowhere &&
+	      grep -q "dist-train: --dist-train=torchrun runs one torchrun agent per node" "$ERR"' || show_output
+
+# Without PMIx, the same environment as under "required".
+job srun -N4 -n8 --dist-train ./show.sh opt
+check "optional, nothing wrong: every task gets the environment" \
+	test "$(count_lines '^opt RANK=[0-7] MASTER_PORT=12[0-9][0-9][0-9] SOURCE=reserved$')" = 8 || show_output
+job srun -N2 -n2 --dist-train=bogus=1 sh -c 'touch ran.$SLURM_PROCID'
+rc=$?
+check "optional, a wrong --dist-train value: refused before launch" \
+	eval '[ $rc != 0 ] && ran_nowhere &&
+	      grep -q "dist-train: --dist-train=bogus=1: unknown setting" "$ERR"' || show_output
+unset DT_CLUSTER_PLUGIN_MODE
+set_plugin_args
 
 finish

@@ -215,6 +215,31 @@ static void test_binding_settings(void)
 			       "an absolute path");
 }
 
+/* What srun checks before launch and every node checks again. */
+static void test_step_check(void)
+{
+	struct dt_config c;
+	char err[640];
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 4, 9, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "", NULL, 0), 0);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 4, 9, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "torchrun", NULL, 0), 0);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 4, 4, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 2, 4, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "--dist-train=torchrun runs one torchrun "
+			       "agent per node, which starts the processes: "
+			       "use --ntasks-per-node=1 (this step has 4 "
+			       "tasks on 2 nodes)");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "elastic=3:8", NULL, 0), 0);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 8, 8, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_check_step(&c, 2, 2, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "--dist-train=elastic=3:8 asks for up to 8 "
+			       "nodes but the step has 2: use --nodes=8, or "
+			       "elastic=2:2");
+}
+
 static void test_torchrun_settings(void)
 {
 	struct dt_config c;
@@ -299,6 +324,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_helper_settings),
 	UNIT_TEST(test_binding_settings),
 	UNIT_TEST(test_torchrun_settings),
+	UNIT_TEST(test_step_check),
 	UNIT_TEST(test_format_round_trip),
 };
 
