@@ -18,6 +18,13 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 
+def say(line):
+    """One write per line: with PYTHONUNBUFFERED, print() writes the text
+    and its newline apart, and torchrun --tee, copying every worker's log
+    as it grows, could put another worker's line in between."""
+    print(line + "\n", end="", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
@@ -36,10 +43,9 @@ def main():
     # No arguments: the environment says who we are and where rank 0 is.
     dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(f"rank {rank}/{world} local_rank {local_rank} on "
-          f"{socket.gethostname()}: master "
-          f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-          flush=True)
+    say(f"rank {rank}/{world} local_rank {local_rank} on "
+        f"{socket.gethostname()}: master "
+        f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}")
 
     # The same synthetic data on every rank: y = 3x - 2, plus noise.
     gen = torch.Generator().manual_seed(0)
@@ -69,13 +75,12 @@ def main():
                                                device=device)])
         dist.all_reduce(total)
         if rank == 0:
-            print(f"epoch {epoch}: loss {(total[0] / total[1]).item():.4f}",
-                  flush=True)
+            say(f"epoch {epoch}: loss {(total[0] / total[1]).item():.4f}")
 
     if rank == 0:
         w, b = model.module.weight.item(), model.module.bias.item()
-        print(f"done: learned y = {w:.2f}x {b:+.2f} (true: y = 3x - 2) "
-              f"with {world} ranks", flush=True)
+        say(f"done: learned y = {w:.2f}x {b:+.2f} (true: y = 3x - 2) "
+            f"with {world} ranks")
     dist.destroy_process_group()
 
 

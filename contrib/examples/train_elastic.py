@@ -23,6 +23,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+def say(line):
+    """One write per line: with PYTHONUNBUFFERED, print() writes the text
+    and its newline apart, and torchrun --tee, copying every worker's log
+    as it grows, could put another worker's line in between."""
+    print(line + "\n", end="", flush=True)
+
+
 def load_snapshot(path, model, opt):
     """Resume: the epoch to start from (0 without a snapshot)."""
     if not os.path.exists(path):
@@ -64,10 +71,10 @@ def main():
     start = load_snapshot(args.snapshot, model, opt)
     model = DDP(model, device_ids=[local_rank] if use_cuda else None)
     # torchrun counts its restarts; Slurm counts requeues of the job.
-    print(f"start rank={rank} world={world} host={socket.gethostname()} "
-          f"restart={os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')} "
-          f"requeue={os.environ.get('SLURM_RESTART_COUNT', '0')} "
-          f"epoch={start}", flush=True)
+    say(f"start rank={rank} world={world} host={socket.gethostname()} "
+        f"restart={os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')} "
+        f"requeue={os.environ.get('SLURM_RESTART_COUNT', '0')} "
+        f"epoch={start}")
     # Agent and worker pids by node, for whoever wants to kill one.
     with open(f"{args.snapshot}.pids.{socket.gethostname()}", "a") as f:
         f.write(f"{os.getppid()} {os.getpid()}\n")
@@ -85,12 +92,12 @@ def main():
         time.sleep(args.epoch_seconds)
         if rank == 0:
             save_snapshot(args.snapshot, model.module, opt, epoch + 1)
-            print(f"epoch {epoch + 1}/{args.epochs} world={world} "
-                  f"loss={total.item() / world:.4f}", flush=True)
+            say(f"epoch {epoch + 1}/{args.epochs} world={world} "
+                f"loss={total.item() / world:.4f}")
 
     dist.barrier()
     if rank == 0:
-        print(f"done: {args.epochs} epochs, final world {world}", flush=True)
+        say(f"done: {args.epochs} epochs, final world {world}")
     dist.destroy_process_group()
 
 

@@ -18,10 +18,11 @@ t = torch.tensor([float(dist.get_rank())])
 dist.all_reduce(t)
 status = open("/proc/self/status").read()
 allowed = status.split("Cpus_allowed_list:")[1].split()[0]
+# One write per line (see contrib/examples/train_ddp.py).
 print(f"TR rank={dist.get_rank()} world={dist.get_world_size()} "
       f"local={os.environ['LOCAL_RANK']} sum={int(t.item())} "
       f"host={socket.gethostname()} allowed={allowed} "
-      f"cpus={os.environ.get('DIST_TRAIN_CPUS')}", flush=True)
+      f"cpus={os.environ.get('DIST_TRAIN_CPUS')}\n", end="", flush=True)
 dist.destroy_process_group()
 EOF
 job_file train_elastic.py < "$TOP_SRCDIR/contrib/examples/train_elastic.py"
