@@ -558,3 +558,56 @@ int dt_hostlist_foreach(const struct dt_hostlist *hl, dt_hostlist_fn fn,
 	free(name);
 	return rc;
 }
+
+int dt_hostfile_first_host(const char *text, size_t len, char *host,
+			   size_t hostlen)
+{
+	struct dt_hostlist *hl = NULL;
+	char word[DT_HOSTFILE_WORD_MAX + 1];
+	size_t i = 0, n;
+	int got, rc = -1;
+
+	for (;;) {
+		/* A line's start: skip blanks, then blank and comment lines. */
+		while (i < len && (text[i] == ' ' || text[i] == '\t' ||
+				   text[i] == '\r'))
+			i++;
+		if (i >= len || text[i] == '\0')
+			return -1;
+		if (text[i] == '\n' || text[i] == '#') {
+			while (i < len && text[i] != '\n' && text[i] != '\0')
+				i++;
+			if (i < len && text[i] == '\n')
+				i++;
+			continue;
+		}
+		break;
+	}
+	/* The first word; a range keeps its commas inside brackets. */
+	for (n = 0; i + n < len; n++) {
+		char c = text[i + n];
+
+		if (c == '[') {
+			while (i + n < len && text[i + n] != ']' &&
+			       text[i + n] != '\n' && text[i + n] != '\0')
+				n++;
+			if (i + n >= len || text[i + n] != ']')
+				return -1;
+			continue;
+		}
+		if (c == ',' || c == ' ' || c == '\t' || c == '\r' ||
+		    c == '\n' || c == '*' || c == '\0')
+			break;
+	}
+	if (n == 0 || n > DT_HOSTFILE_WORD_MAX)
+		return -1;
+	memcpy(word, text + i, n);
+	word[n] = '\0';
+	if (dt_hostlist_parse(word, &hl, NULL, 0) < 0)
+		return -1;
+	got = dt_hostlist_nth(hl, 0, host, hostlen);
+	if (got > 0 && (size_t)got < hostlen)
+		rc = 0;
+	dt_hostlist_free(hl);
+	return rc;
+}

@@ -80,12 +80,60 @@ void dt_layout_free(struct dt_layout *layout)
 	memset(layout, 0, sizeof(*layout));
 }
 
+/* Whether NAME is one of the comma-separated names in CSV. */
+static bool csv_has(const char *csv, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = csv;
+
+	while (p) {
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+int dt_layout_rank0_from_hostfile(struct dt_layout *l, const char *host,
+				  const char *self, bool runs_rank0,
+				  char *err, size_t errlen)
+{
+	if (!host || !*host) {
+		dt_layout_rank0_error("arbitrary", err, errlen);
+		return -1;
+	}
+	if (l->nodes && !csv_has(l->nodes, host)) {
+		dt_errf(err, errlen, "the first host of SLURM_HOSTFILE, %s, is "
+			"not one of the step's nodes: fix the file, or add "
+			"--mpi=pmix", host);
+		return -1;
+	}
+	if (!self || runs_rank0 != !strcmp(host, self)) {
+		dt_errf(err, errlen, "the first host of SLURM_HOSTFILE is %s, "
+			"but Slurm started task 0 on %s: add --mpi=pmix",
+			host, runs_rank0 && self ? self : "another node");
+		return -1;
+	}
+	free(l->master_addr);
+	l->master_addr = strdup(host);
+	if (!l->master_addr) {
+		dt_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 void dt_layout_rank0_error(const char *distribution, char *err,
 			   size_t errlen)
 {
 	if (distribution && !strncmp(distribution, "arbitrary", 9))
-		dt_errf(err, errlen, "with --distribution=arbitrary only PMIx "
-			"knows which host runs rank 0: add --mpi=pmix");
+		dt_errf(err, errlen, "with --distribution=arbitrary, srun "
+			"reads rank 0's host from the first line of "
+			"SLURM_HOSTFILE; without that file (as with an "
+			"ordered --nodelist) only PMIx knows it: add "
+			"--mpi=pmix");
 	else
 		dt_errf(err, errlen, "rank 0 does not run on the step's first "
 			"node (SLURM_DISTRIBUTION=%s): add --mpi=pmix",

@@ -102,6 +102,16 @@ int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
 
 void dt_layout_free(struct dt_layout *layout);
 
+/*
+ * An arbitrary layout's rank 0 host as srun read it from SLURM_HOSTFILE
+ * (HOST, NULL when srun had none), checked before it is believed: it is
+ * one of the step's nodes, and it is this node (SELF) exactly when this
+ * node runs task 0. Sets L's master_addr; returns 0, or -1 with ERR.
+ */
+int dt_layout_rank0_from_hostfile(struct dt_layout *l, const char *host,
+				  const char *self, bool runs_rank0,
+				  char *err, size_t errlen);
+
 /* Why rank 0's host is unknown without PMIx, as an error sentence. */
 void dt_layout_rank0_error(const char *distribution, char *err,
 			   size_t errlen);

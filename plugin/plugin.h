@@ -28,6 +28,8 @@
 
 /* The step's secret, from srun to the tasks (srun.c, task.c). */
 #define DT_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
+/* -m arbitrary: task 0's host as srun read it (srun.c, task.c). */
+#define DT_RANK0_HOST_ENV "DIST_TRAIN_RANK0_HOST"
 
 #define dt_log_error(fmt, ...) slurm_error(DT_NAME ": " fmt, ##__VA_ARGS__)
 #define dt_log_info(fmt, ...) slurm_info(DT_NAME ": " fmt, ##__VA_ARGS__)
@@ -51,6 +53,7 @@ struct plugin_state {
 	bool node_active;	/* this step gets the environment */
 	char *distribution;	/* SLURM_DISTRIBUTION, for messages */
 	char node_error[512];	/* set: every task fails with it */
+	bool runs_rank0;	/* global task 0 is one of this node's */
 	struct dt_layout layout;
 	struct dt_step_ports ports;
 	uint32_t job_id;

@@ -77,6 +77,7 @@ int slurmstepd_user_init(spank_t sp)
 	struct dt_slurm_step step;
 	char **env = NULL;
 	char err[sizeof(st->node_error)], why[400];
+	uint32_t local_id;
 
 	st->node_active = false;
 	st->node_error[0] = '\0';
@@ -129,6 +130,9 @@ int slurmstepd_user_init(spank_t sp)
 	if (dt_config_check_step(&st->step, step.num_nodes, step.num_tasks,
 				 err, sizeof(err)) < 0)
 		goto fail;
+	st->runs_rank0 = spank_get_item(sp, S_JOB_GLOBAL_TO_LOCAL_ID,
+					(uint32_t)0, &local_id) ==
+			 ESPANK_SUCCESS && local_id < step.local_tasks;
 	if (get_u32(sp, S_STEP_CPUS_PER_TASK, &st->cpus_per_task) < 0)
 		st->cpus_per_task = 0;
 	step.nodelist = dt_envp_get(env, "SLURM_STEP_NODELIST");

@@ -6,11 +6,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "plugin.h"
+#include "../common/hostlist.h"
 
 static int check_settings(void)
 {
@@ -96,6 +99,39 @@ static int make_step_secret(void)
 }
 
 /*
+ * With -m arbitrary, task 0 runs on the first host of SLURM_HOSTFILE, a
+ * file only srun reads: pass that name to the tasks, which check it
+ * against what their node knows before they believe it (task.c). A value
+ * from the user's own environment never gets through.
+ */
+static void pass_rank0_host(void)
+{
+	const char *path = getenv("SLURM_HOSTFILE");
+	char head[4096], host[256];
+	size_t got = 0;
+	int fd;
+
+	unsetenv(DT_RANK0_HOST_ENV);
+	if (!path || !*path)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return;		/* srun says what is wrong with it */
+	while (got < sizeof(head)) {
+		ssize_t n = read(fd, head + got, sizeof(head) - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (dt_hostfile_first_host(head, got, host, sizeof(host)) == 0)
+		setenv(DT_RANK0_HOST_ENV, host, 1);
+}
+
+/*
  * srun, once the step exists but before it is launched: what depends on
  * the step's size, and its secret. (sbatch and salloc do not get here.)
  */
@@ -109,6 +145,7 @@ int srun_local_user_init(spank_t sp)
 		return 0;
 	if (make_step_secret() < 0)
 		return -1;
+	pass_rank0_host();
 	if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=
 	    ESPANK_SUCCESS)

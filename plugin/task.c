@@ -65,25 +65,49 @@ static bool needs_helper(const struct dt_config *cfg, char **envp)
 }
 
 /*
- * The step's secret (srun.c made it), out of the task's environment before
- * anything else: the program never sees it, even when this task fails.
- * Returns it in HEX, or "" when srun sent none.
+ * What srun handed this step in NAME, out of the task's environment
+ * before anything else, so that the program never sees it, even when this
+ * task fails. Copied into BUF when it fits; BUF is "" otherwise.
  */
-static void take_secret(spank_t sp, char hex[DT_SECRET_HEX + 1])
+static void take_env(spank_t sp, const char *name, char *buf, size_t len)
 {
 	char **envp = NULL;
 	const char *value = NULL;
 
-	hex[0] = '\0';
+	buf[0] = '\0';
 	if (spank_get_item(sp, S_JOB_ENV, &envp) == ESPANK_SUCCESS)
-		value = dt_envp_get(envp, DT_SECRET_ENV);
+		value = dt_envp_get(envp, name);
 	if (!value)
 		return;
-	/* Only the real thing is passed on; the helper says what is
-	 * missing. */
-	if (strlen(value) == DT_SECRET_HEX)
-		memcpy(hex, value, DT_SECRET_HEX + 1);
-	spank_unsetenv(sp, DT_SECRET_ENV);
+	if (strlen(value) < len)
+		memcpy(buf, value, strlen(value) + 1);
+	spank_unsetenv(sp, name);
+}
+
+/*
+ * The step's secret (srun.c made it). Only the real thing is passed on;
+ * the helper says what is missing.
+ */
+static void take_secret(spank_t sp, char hex[DT_SECRET_HEX + 1])
+{
+	take_env(sp, DT_SECRET_ENV, hex, DT_SECRET_HEX + 1);
+	if (strlen(hex) != DT_SECRET_HEX)
+		explicit_bzero(hex, DT_SECRET_HEX + 1);
+}
+
+/* Without PMIx, where rank 0 runs when Slurm does not say (srun.c). */
+static int rank0_host(struct plugin_state *st, char **envp,
+		      const char *hostfile_host, char *err, size_t errlen)
+{
+	if (!st->distribution || strncmp(st->distribution, "arbitrary", 9)) {
+		dt_layout_rank0_error(st->distribution, err, errlen);
+		return -1;
+	}
+	return dt_layout_rank0_from_hostfile(&st->layout,
+					     hostfile_host[0] ? hostfile_host :
+					     NULL,
+					     dt_envp_get(envp, "SLURMD_NODENAME"),
+					     st->runs_rank0, err, errlen);
 }
 
 int task_init(spank_t sp)
@@ -92,7 +116,7 @@ int task_init(spank_t sp)
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	char secret[DT_SECRET_HEX + 1];
+	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
 	char *line = NULL;
 	char **envp = NULL;
 	uint32_t rank;
@@ -101,6 +125,7 @@ int task_init(spank_t sp)
 	if (!st->node_active)
 		return 0;
 	take_secret(sp, secret);
+	take_env(sp, DT_RANK0_HOST_ENV, hostfile_host, sizeof(hostfile_host));
 	/* slurmstepd already told srun, once for this node. */
 	if (st->node_error[0])
 		goto out;
@@ -133,11 +158,11 @@ int task_init(spank_t sp)
 		}
 		goto apply;
 	}
-	if (!st->layout.master_addr) {
+	if (!st->layout.master_addr &&
+	    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
 		/* Each task of the node would say it: local task 0 does. */
 		if (local_rank != 0)
 			goto out;
-		dt_layout_rank0_error(st->distribution, err, sizeof(err));
 		goto fail;
 	}
 

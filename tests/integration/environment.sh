@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 15
+plan 18
 
 make_show_script
 
@@ -50,9 +50,22 @@ job env MASTER_PORT=http srun -N1 --dist-train touch ran
 check "a MASTER_PORT that is no port fails srun before launch" \
 	eval '! [ -e "$JOBS/ran" ] && grep -q "MASTER_PORT='"'http'"' in your environment is not a port number" "$ERR"' || show_output
 
-printf 'n2\nn1\nn1\n' | job_file hosts
-job env SLURM_HOSTFILE="$JOBS/hosts" srun -n3 -m arbitrary --dist-train true
-check "an arbitrary layout without PMIx fails, naming the fix" \
-	test "$(grep -c '^dist-train: error: with --distribution=arbitrary only PMIx knows which host runs rank 0: add --mpi=pmix$' "$ERR")" = 2 || show_output
+# -m arbitrary without PMIx: rank 0 is where SLURM_HOSTFILE's first line
+# says, not on the step's first node; srun reads the file, the nodes check.
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+printf '# rank 0 on n3\nn3\nn1,n1\nn2\n' | job_file hosts
+job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train ./show.sh
+check "-m arbitrary without PMIx: RANK from Slurm, MASTER_ADDR = rank 0's host (n3)" \
+	eval '[ "$(count_lines "^TASK procid=([0-3]) .* RANK=\1 .*MASTER_ADDR=n3 ")" = 4 ] &&
+	      count_lines "^TASK procid=0 .*host=n3 " | grep -qx 1' || show_output
+job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train sh -c 'echo "ENV $(env | grep -c -E "^DIST_TRAIN_(RANK0_HOST|STEP_SECRET)=")"'
+check "... and the program sees neither what srun passed nor the secret" \
+	test "$(count_lines '^ENV 0$')" = 4 || show_output
+job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train /usr/bin/python3 allreduce.py
+check "... a gloo all_reduce across nodes (rank 0 on n3)" \
+	test "$(count_lines '^ALLREDUCE rank=[0-3] world=4 sum=6 host=n[1-3] master=n3:')" = 4 || show_output
+job env SLURM_HOSTFILE="$JOBS/hosts" DIST_TRAIN_RANK0_HOST=n1 srun -n4 -m arbitrary --mpi=none --dist-train ./show.sh
+check "... a DIST_TRAIN_RANK0_HOST of the user's own is not believed" \
+	test "$(count_lines 'MASTER_ADDR=n3 ')" = 4 || show_output
 
 finish

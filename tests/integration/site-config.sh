@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 20
+plan 21
 
 job_file show.sh <<'EOF2'
 #!/bin/sh
@@ -99,6 +99,11 @@ check "optional, torchrun mode with 2 tasks per node: no task runs, srun exits n
 job srun -N4 -n8 --dist-train ./show.sh opt
 check "optional, nothing wrong: every task gets the environment" \
 	test "$(count_lines '^opt RANK=[0-7] MASTER_PORT=12[0-9][0-9][0-9] SOURCE=reserved$')" = 8 || show_output
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+printf 'n2\nn1\nn1\n' | job_file hosts.optional
+job env SLURM_HOSTFILE="$JOBS/hosts.optional" srun -n3 -m arbitrary --mpi=none --dist-train /usr/bin/python3 allreduce.py
+check "optional, -m arbitrary without PMIx: a gloo all_reduce with rank 0 on n2" \
+	test "$(count_lines '^ALLREDUCE rank=[0-2] world=3 sum=3 host=n[12] master=n2:')" = 3 || show_output
 job srun -N2 -n2 --dist-train=bogus=1 sh -c 'touch ran.$SLURM_PROCID'
 rc=$?
 check "optional, a wrong --dist-train value: refused before launch" \

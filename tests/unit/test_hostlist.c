@@ -200,6 +200,35 @@ static void test_too_many_hosts(void)
 			       "than 2147483647 hosts");
 }
 
+/* SLURM_HOSTFILE's first host: where -m arbitrary puts task 0. */
+static void test_hostfile_first_host(void)
+{
+	char host[16];
+	const char *text;
+
+#define FIRST(t) dt_hostfile_first_host((t), strlen(t), host, sizeof(host))
+	CU_ASSERT_EQUAL(FIRST("n3\nn1\n"), 0);
+	CU_ASSERT_STRING_EQUAL(host, "n3");
+	CU_ASSERT_EQUAL(FIRST("# comment\n\n  \t\nn2,n1\n"), 0);
+	CU_ASSERT_STRING_EQUAL(host, "n2");
+	CU_ASSERT_EQUAL(FIRST("  node[07-09,12] n1\n"), 0);
+	CU_ASSERT_STRING_EQUAL(host, "node07");
+	CU_ASSERT_EQUAL(FIRST("n4*2\n"), 0);
+	CU_ASSERT_STRING_EQUAL(host, "n4");
+	CU_ASSERT_EQUAL(FIRST("n5\r\n"), 0);
+	CU_ASSERT_STRING_EQUAL(host, "n5");
+	CU_ASSERT_EQUAL(FIRST(""), -1);
+	CU_ASSERT_EQUAL(FIRST("# only a comment\n"), -1);
+	CU_ASSERT_EQUAL(FIRST("n[1-\n"), -1);
+	CU_ASSERT_EQUAL(FIRST("a-name-longer-than-sixteen\n"), -1);
+	CU_ASSERT_EQUAL(FIRST("*3\n"), -1);
+	/* Not terminated: only LEN bytes are read. */
+	text = "n12345";
+	CU_ASSERT_EQUAL(dt_hostfile_first_host(text, 2, host, sizeof(host)), 0);
+	CU_ASSERT_STRING_EQUAL(host, "n1");
+#undef FIRST
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_single_ranges),
 	UNIT_TEST(test_padding_follows_low_bound),
@@ -210,6 +239,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_count_and_nth),
 	UNIT_TEST(test_million_hosts),
 	UNIT_TEST(test_too_many_hosts),
+	UNIT_TEST(test_hostfile_first_host),
 };
 
 UNIT_MAIN("hostlist", tests)

@@ -114,14 +114,60 @@ static void test_inconsistent_values(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s), "does not match"));
 }
 
+/* -m arbitrary: srun's word for rank 0's host, checked by each node. */
+static void test_rank0_from_hostfile(void)
+{
+	struct dt_slurm_step s = step("n[1-3]", "2,1,1", 3, 1, 4, 1);
+	struct dt_layout l;
+	char err[512];
+
+	s.distribution = "arbitrary";
+	s.rank0_elsewhere_ok = true;
+	CU_ASSERT_FATAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)) == 0);
+	CU_ASSERT_PTR_NULL(l.master_addr);
+	/* This node (n2) does not run task 0, n3 does. */
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n3", "n2", false,
+						      err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n3");
+	/* It does, and says so. */
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n2", "n2", true,
+						      err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n2");
+	/* srun's word and Slurm's placement disagree: never believed. */
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n3", "n2", true,
+						      err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "the first host of SLURM_HOSTFILE is n3, "
+			       "but Slurm started task 0 on n2: add "
+			       "--mpi=pmix");
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n2", "n2", false,
+						      err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "the first host of SLURM_HOSTFILE is n2, "
+			       "but Slurm started task 0 on another node: add "
+			       "--mpi=pmix");
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n9", "n2", false,
+						      err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "the first host of SLURM_HOSTFILE, n9, is "
+			       "not one of the step's nodes: fix the file, or "
+			       "add --mpi=pmix");
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, "n", "n2", false,
+						      err, sizeof(err)), -1);
+	CU_ASSERT_EQUAL(dt_layout_rank0_from_hostfile(&l, NULL, "n2", false,
+						      err, sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "SLURM_HOSTFILE"));
+	CU_ASSERT_STRING_EQUAL(l.master_addr, "n2");	/* untouched */
+	dt_layout_free(&l);
+}
+
 static void test_rank0_placement(void)
 {
 	struct dt_slurm_step s = step("n[1-2]", "2,1", 2, 1, 3, 1);
 
 	s.distribution = "arbitrary";
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "with --distribution="
-			       "arbitrary only PMIx knows which host runs "
-			       "rank 0: add --mpi=pmix");
+			       "arbitrary, srun reads rank 0's host from the "
+			       "first line of SLURM_HOSTFILE; without that "
+			       "file (as with an ordered --nodelist) only PMIx "
+			       "knows it: add --mpi=pmix");
 	s.distribution = "cyclic";
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "accepted");
 	s = step("n[1-2]", "2,1", 2, 0, 3, 2);
@@ -291,6 +337,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_rank0_placement),
 	UNIT_TEST(test_nodes_csv),
 	UNIT_TEST(test_rank0_from_pmix_later),
+	UNIT_TEST(test_rank0_from_hostfile),
 	UNIT_TEST(test_step_from_env),
 	UNIT_TEST(test_pmix_cross_check),
 };
