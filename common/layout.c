@@ -193,6 +193,20 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 			"%s", step->nodelist, perr);
 		goto out;
 	}
+	/*
+	 * A component of a heterogeneous step (srun A : B) sees its own
+	 * nodes in Slurm's items, the whole step's in the environment.
+	 */
+	if (dt_hostlist_count(hl) > step->num_nodes) {
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' names %zu "
+			"nodes but this part of the step has %u: a "
+			"heterogeneous step (srun A : B) cannot be one "
+			"--dist-train world: run it as one srun, or its "
+			"parts as separate sruns",
+			step->nodelist, dt_hostlist_count(hl),
+			step->num_nodes);
+		goto out;
+	}
 	if (dt_hostlist_count(hl) != step->num_nodes) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' names %zu "
 			"nodes but the step has %u", step->nodelist,

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 11
+plan 13
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 job_file show.sh <<'EOF2'
@@ -72,5 +72,15 @@ rm -f "$JOBS"/job-[ab].out
 job ./twojobs.sh
 check "two jobs sharing the nodes both complete" \
 	test "$(cat "$JOBS"/job-[ab].out 2>/dev/null | grep -c '^ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 8 || diag "$(cat "$JOBS"/job-[ab].out 2>&1)"
+
+# A heterogeneous step: each part sees only its own nodes in Slurm's items.
+# Refused on every node before any program runs, with one message each.
+make_show_script
+job salloc -N3 --ntasks-per-node=2 srun -N1 -n1 --dist-train ./show.sh : -N2 -n2 ./show.sh
+rc=$?
+check "a heterogeneous step (srun A : B) is refused: no program runs" \
+	eval '[ $rc != 0 ] && [ "$(count_lines "^TASK ")" = 0 ]' || show_output
+check "... and each node says why, naming the fix" \
+	test "$(grep -c 'dist-train: .*a heterogeneous step (srun A : B) cannot be one --dist-train world: run it as one srun, or its parts as separate sruns' "$ERR")" = 3 || show_output
 
 finish

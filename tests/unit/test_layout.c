@@ -100,6 +100,12 @@ static void test_inconsistent_values(void)
 	s = step("n[1-3]", "2(x4)", 4, 0, 8, 2);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
 			       "names 3 nodes but the step has 4");
+	s = step("n[1-3]", "2,1(x2)", 1, 0, 2, 2);	/* a het step's part */
+	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
+			       "names 3 nodes but this part of the step has 1: "
+			       "a heterogeneous step (srun A : B) cannot be "
+			       "one --dist-train world: run it as one srun, or "
+			       "its parts as separate sruns");
 	s = step("n[1-4]", NULL, 4, 0, 8, 2);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_TASKS_PER_NODE is "
 			       "not set in the step's environment");
