@@ -26,10 +26,16 @@
 
 #define DT_NAME "dist-train"
 
-/* The step's secret, from srun to the tasks (srun.c, task.c). */
-#define DT_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
-/* -m arbitrary: task 0's host as srun read it (srun.c, task.c). */
-#define DT_RANK0_HOST_ENV "DIST_TRAIN_RANK0_HOST"
+/*
+ * What srun hands the tasks of a step through the launch's environment
+ * (srun.c), and each task takes out of it before its program runs
+ * (task.c). Named SLURM_* because srun --export=NONE or --export=VARS
+ * still carries those.
+ */
+#define DT_SECRET_ENV "SLURM_DIST_TRAIN_STEP_SECRET"	/* the step's secret */
+#define DT_RANK0_HOST_ENV "SLURM_DIST_TRAIN_RANK0_HOST" /* -m arbitrary */
+/* The secret a user exports for dist-train exec: not for the program. */
+#define DT_USER_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
 
 #define dt_log_error(fmt, ...) slurm_error(DT_NAME ": " fmt, ##__VA_ARGS__)
 #define dt_log_info(fmt, ...) slurm_info(DT_NAME ": " fmt, ##__VA_ARGS__)

@@ -85,12 +85,19 @@ static void take_env(spank_t sp, const char *name, char *buf, size_t len)
 }
 
 /*
- * The step's secret (srun.c made it). Only the real thing is passed on;
- * the helper says what is missing.
+ * The step's secret: srun's (srun.c), else one the user exported for
+ * dist-train exec; both leave the environment. Only the real thing is
+ * passed on; the helper says what is missing.
  */
 static void take_secret(spank_t sp, char hex[DT_SECRET_HEX + 1])
 {
+	char user[DT_SECRET_HEX + 1];
+
+	take_env(sp, DT_USER_SECRET_ENV, user, sizeof(user));
 	take_env(sp, DT_SECRET_ENV, hex, DT_SECRET_HEX + 1);
+	if (!hex[0])
+		memcpy(hex, user, sizeof(user));
+	explicit_bzero(user, sizeof(user));
 	if (strlen(hex) != DT_SECRET_HEX)
 		explicit_bzero(hex, DT_SECRET_HEX + 1);
 }

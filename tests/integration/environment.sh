@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 18
+plan 20
 
 make_show_script
 
@@ -58,14 +58,21 @@ job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-tra
 check "-m arbitrary without PMIx: RANK from Slurm, MASTER_ADDR = rank 0's host (n3)" \
 	eval '[ "$(count_lines "^TASK procid=([0-3]) .* RANK=\1 .*MASTER_ADDR=n3 ")" = 4 ] &&
 	      count_lines "^TASK procid=0 .*host=n3 " | grep -qx 1' || show_output
-job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train sh -c 'echo "ENV $(env | grep -c -E "^DIST_TRAIN_(RANK0_HOST|STEP_SECRET)=")"'
+job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train sh -c 'echo "ENV $(env | grep -c -E "^(SLURM_)?DIST_TRAIN_(RANK0_HOST|STEP_SECRET)=")"'
 check "... and the program sees neither what srun passed nor the secret" \
 	test "$(count_lines '^ENV 0$')" = 4 || show_output
 job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train /usr/bin/python3 allreduce.py
 check "... a gloo all_reduce across nodes (rank 0 on n3)" \
 	test "$(count_lines '^ALLREDUCE rank=[0-3] world=4 sum=6 host=n[1-3] master=n3:')" = 4 || show_output
-job env SLURM_HOSTFILE="$JOBS/hosts" DIST_TRAIN_RANK0_HOST=n1 srun -n4 -m arbitrary --mpi=none --dist-train ./show.sh
-check "... a DIST_TRAIN_RANK0_HOST of the user's own is not believed" \
+job env SLURM_HOSTFILE="$JOBS/hosts" SLURM_DIST_TRAIN_RANK0_HOST=n1 srun -n4 -m arbitrary --mpi=none --dist-train ./show.sh
+check "... a SLURM_DIST_TRAIN_RANK0_HOST of the user's own is not believed" \
 	test "$(count_lines 'MASTER_ADDR=n3 ')" = 4 || show_output
+# srun --export=NONE or =VARS passes only SLURM_* of srun's environment.
+job env SLURM_HOSTFILE="$JOBS/hosts" srun --export=PATH -n4 -m arbitrary --mpi=none --dist-train ./show.sh
+check "... and with srun --export=PATH" \
+	test "$(count_lines '^TASK procid=([0-3]) .* RANK=\1 .*MASTER_ADDR=n3 ')" = 4 || show_output
+job srun --export=PATH -N2 -n2 --mpi=none --dist-train=check ./show.sh
+check "--export=PATH: the step's secret still reaches the helper (check mode, no PMIx)" \
+	test "$(count_lines '^TASK procid=([01]) .* RANK=\1 ')" = 2 || show_output
 
 finish

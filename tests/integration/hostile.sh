@@ -133,13 +133,13 @@ SOURCE=slurm attacked_step "no PMIx, check" --mpi=none --dist-train=check
 set_plugin_args
 
 # The secret is the step's business, never the program's.
-job srun -N2 -n2 --mpi=none --dist-train sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+job srun -N2 -n2 --mpi=none --dist-train sh -c 'echo "SECRET=${SLURM_DIST_TRAIN_STEP_SECRET:-${DIST_TRAIN_STEP_SECRET:-none}}"'
 check "the program does not see the step's secret (no helper)" \
 	test "$(count_lines '^SECRET=none$')" = 2 || show_output
-job srun -N2 -n2 --mpi=none --dist-train=check sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+job srun -N2 -n2 --mpi=none --dist-train=check sh -c 'echo "SECRET=${SLURM_DIST_TRAIN_STEP_SECRET:-${DIST_TRAIN_STEP_SECRET:-none}}"'
 check "... nor with the helper" \
 	test "$(count_lines '^SECRET=none$')" = 2 || show_output
-job srun -N2 -n2 --mpi=none sh -c 'echo "SECRET=${DIST_TRAIN_STEP_SECRET:-none}"'
+job srun -N2 -n2 --mpi=none sh -c 'echo "SECRET=${SLURM_DIST_TRAIN_STEP_SECRET:-${DIST_TRAIN_STEP_SECRET:-none}}"'
 check "... and a step without --dist-train gets none" \
 	test "$(count_lines '^SECRET=none$')" = 2 || show_output
 

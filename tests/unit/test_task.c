@@ -264,6 +264,9 @@ static void test_environment_set(void)
 #define SECRET "00112233445566778899aabbccddeeff" \
 	       "00112233445566778899aabbccddeeff"
 
+#define OTHER_SECRET "ffeeddccbbaa99887766554433221100" \
+		     "ffeeddccbbaa99887766554433221100"
+
 /* The step's secret leaves the task's environment, helper or not, failed
  * or not; the helper gets it on its own. */
 static void test_secret_taken_out(void)
@@ -271,14 +274,14 @@ static void test_secret_taken_out(void)
 	char out[8192];
 
 	setup_task();
-	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	task_env[4] = DT_SECRET_ENV "=" SECRET;
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
 	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
 	CU_ASSERT_STRING_EQUAL(env_value("RANK"), "0");
 	teardown_task();
 
 	setup_task();
-	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	task_env[4] = DT_SECRET_ENV "=" SECRET;
 	mock_state.step.check = true;	/* the helper runs, and fails */
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
 	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
@@ -286,9 +289,27 @@ static void test_secret_taken_out(void)
 	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
 	teardown_task();
 
+	/* One the user exported for dist-train exec goes too; srun's wins. */
+	setup_task();
+	task_env[4] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
+	task_env[5] = DT_SECRET_ENV "=" SECRET;
+	mock_state.step.check = true;
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	CU_ASSERT_PTR_NULL(env_value(DT_USER_SECRET_ENV));
+	teardown_task();
+	setup_task();
+	task_env[4] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
+	mock_state.step.check = true;
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(helper_secret, OTHER_SECRET);
+	CU_ASSERT_PTR_NULL(env_value(DT_USER_SECRET_ENV));
+	teardown_task();
+
 	/* A node that failed before any task: out all the same. */
 	setup_task();
-	task_env[4] = "DIST_TRAIN_STEP_SECRET=" SECRET;
+	task_env[4] = DT_SECRET_ENV "=" SECRET;
 	snprintf(mock_state.node_error, sizeof(mock_state.node_error), "x");
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
 	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
