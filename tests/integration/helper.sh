@@ -47,8 +47,11 @@ job_file held-check.sh <<'EOF2'
 #!/bin/bash
 #SBATCH -N2 -n2 -o held-check.out
 port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
+# SO_REUSEADDR: an earlier test's connections on the port may linger in
+# TIME_WAIT; a listener holds the port all the same.
 python3 -c "import socket, time
-s = socket.socket(); s.bind(('', $port)); s.listen()
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('', $port)); s.listen()
 open('held.ready', 'w').close(); time.sleep(60)" &
 holder=$!
 while [ ! -e held.ready ]; do sleep 0.1; done
