@@ -51,15 +51,16 @@ int dt_hostlist_foreach(const struct dt_hostlist *hl, dt_hostlist_fn fn,
 /* Longest host name the list can produce (for sizing buffers). */
 size_t dt_hostlist_max_name_len(const struct dt_hostlist *hl);
 
+#define DT_HOSTFILE_WORD_MAX 1024
+
 /*
  * The first host of a Slurm host file (SLURM_HOSTFILE), whose first LEN
  * bytes are TEXT (not necessarily terminated): where -m arbitrary puts
  * task 0. Blank lines and '#' comments are skipped; a line holds names or
  * ranges ("n[3-4]") separated by commas or blanks, each name maybe with a
  * "*COUNT". Writes the name into HOST; returns 0, or -1 when there is
- * none or it does not fit.
+ * none or it does not fit, or its first word is over DT_HOSTFILE_WORD_MAX.
  */
-#define DT_HOSTFILE_WORD_MAX 1024
 int dt_hostfile_first_host(const char *text, size_t len, char *host,
 			   size_t hostlen);
 
