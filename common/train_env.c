@@ -118,6 +118,34 @@ static int push_unless_user(struct dt_env *env,
 	return dt_env_add(env, name, value, DT_ENV_SET);
 }
 
+/*
+ * JAX ignores MASTER_*: its Slurm detection takes the first host of the
+ * sorted step nodelist (wrong when rank 0 is elsewhere, as with -m
+ * arbitrary) and a port from the job id (the same for two steps of one
+ * job). It reads this one first, and nothing else does.
+ */
+static int push_jax_coordinator(struct dt_env *out,
+				const struct dt_env_request *req)
+{
+	const char *addr = dt_env_get(out, "MASTER_ADDR");
+	const char *port = dt_env_get(out, "MASTER_PORT");
+	bool v6;
+	size_t len;
+	char *value;
+	int rc;
+
+	if (!addr || !port)
+		return -1;
+	v6 = strchr(addr, ':') && addr[0] != '[';
+	len = strlen(addr) + strlen(port) + 4;
+	if (!(value = malloc(len)))
+		return -1;
+	snprintf(value, len, v6 ? "[%s]:%s" : "%s:%s", addr, port);
+	rc = push_unless_user(out, req, "JAX_COORDINATOR_ADDRESS", value);
+	free(value);
+	return rc;
+}
+
 /* What the project adds in every mode: where this task stands. */
 static int push_step_info(struct dt_env *out, const struct dt_layout *l,
 			  const char *step_id, const char *rank_source,
@@ -169,6 +197,8 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 	rc |= push_unless_user(out, req, "MASTER_ADDR", l->master_addr);
 	snprintf(buf, sizeof(buf), "%u", req->ports->port[0]);
 	rc |= push_unless_user(out, req, "MASTER_PORT", buf);
+	if (!rc)
+		rc |= push_jax_coordinator(out, req);
 
 	/* torchrun's rule: one thread each when processes share a node. */
 	if (omp) {

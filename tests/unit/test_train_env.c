@@ -61,6 +61,8 @@ static void test_torchrun_variables(void)
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROLE_NAME"), "default");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_ADDR"), "n1");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "MASTER_PORT"), "20256");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "JAX_COORDINATOR_ADDRESS"),
+			       "n1:20256");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_STEP"), "42.3");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NODE_RANK"), "1");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_NUM_NODES"), "4");
@@ -110,6 +112,25 @@ static void test_user_rendezvous_wins(void)
 			       "user");
 	/* Ranks are never the user's. */
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "RANK"), "5");
+	/* JAX meets where torch does. */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "JAX_COORDINATOR_ADDRESS"),
+			       "head:29500");
+	dt_env_free(&env);
+}
+
+static void test_jax_coordinator(void)
+{
+	char *v6[] = { "MASTER_ADDR=fd00::1", NULL };
+	char *mine[] = { "JAX_COORDINATOR_ADDRESS=c:1", NULL };
+	struct dt_env env = compute(&layout, 5, 0, v6, 0);
+
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "JAX_COORDINATOR_ADDRESS"),
+			       "[fd00::1]:20256");
+	dt_env_free(&env);
+	env = compute(&layout, 5, 0, mine, 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "JAX_COORDINATOR_ADDRESS"),
+			       "c:1");
+	CU_ASSERT_EQUAL(action(&env, "JAX_COORDINATOR_ADDRESS"), DT_ENV_KEPT);
 	dt_env_free(&env);
 }
 
@@ -330,6 +351,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_torchrun_variables),
 	UNIT_TEST(test_shared_node_threads),
 	UNIT_TEST(test_user_rendezvous_wins),
+	UNIT_TEST(test_jax_coordinator),
 	UNIT_TEST(test_inherited_values_are_replaced),
 	UNIT_TEST(test_bad_user_port),
 	UNIT_TEST(test_agent_store_removed),
