@@ -14,6 +14,8 @@ PACKAGES=(
 	# the local cluster and the integration tests
 	slurmctld slurmd slurm-client munge hwloc
 	python3 python3-torch
+	# tests/integration/frameworks.sh: an MPI program under --dist-train
+	python3-mpi4py
 	hostname procps
 	# the benchmarks (tests/bench/)
 	time
