@@ -512,3 +512,28 @@ int dt_config_check_step(const struct dt_config *cfg, uint32_t nodes,
 	}
 	return 0;
 }
+
+/*
+ * Up to 22.05 slurmstepd writes the container's config.json, environment
+ * included, once per step before the tasks exist: what a plugin sets in a
+ * task never reaches the program (not even SLURM_PROCID does). From 23.02
+ * each task writes its own, after the plugins' task_init.
+ */
+#define DT_SLURM_23_02 ((23UL << 16) | (2UL << 8))
+
+int dt_config_check_container(const struct dt_config *cfg,
+			      unsigned long slurm_version, const char *bundle,
+			      char *err, size_t errlen)
+{
+	if (!cfg->enabled || !bundle || !*bundle ||
+	    slurm_version >= DT_SLURM_23_02)
+		return 0;
+	dt_errf(err, errlen, "--dist-train cannot reach a program in Slurm "
+		"%lu.%02lu's OCI container (--container=%.200s): this release "
+		"gives the container the step's environment before any task's, "
+		"so the program would run without RANK and MASTER_ADDR. Run "
+		"the container runtime as the task's command instead (its "
+		"environment is passed on), or use Slurm 23.02 or later",
+		slurm_version >> 16, (slurm_version >> 8) & 255, bundle);
+	return -1;
+}

@@ -86,4 +86,14 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 int dt_config_check_step(const struct dt_config *cfg, uint32_t nodes,
 			 uint32_t tasks, char *err, size_t errlen);
 
+/*
+ * Whether a step run in Slurm's OCI container (srun --container=BUNDLE,
+ * BUNDLE non-empty) gets CFG's environment, on the Slurm release
+ * SLURM_VERSION (as SLURM_VERSION_NUMBER) the plugin was built for.
+ * Returns 0, or -1 with one sentence in ERR naming the release and the fix.
+ */
+int dt_config_check_container(const struct dt_config *cfg,
+			      unsigned long slurm_version, const char *bundle,
+			      char *err, size_t errlen);
+
 #endif

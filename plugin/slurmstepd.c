@@ -128,7 +128,10 @@ int slurmstepd_user_init(spank_t sp)
 		goto fail;
 	}
 	if (dt_config_check_step(&st->step, step.num_nodes, step.num_tasks,
-				 err, sizeof(err)) < 0)
+				 err, sizeof(err)) < 0 ||
+	    dt_config_check_container(&st->step, SLURM_VERSION_NUMBER,
+				      dt_envp_get(env, "SLURM_CONTAINER"),
+				      err, sizeof(err)) < 0)
 		goto fail;
 	st->runs_rank0 = spank_get_item(sp, S_JOB_GLOBAL_TO_LOCAL_ID,
 					(uint32_t)0, &local_id) ==

@@ -12,6 +12,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <slurm/slurm_version.h>
+
 #include "plugin.h"
 #include "../common/hostlist.h"
 
@@ -36,6 +38,13 @@ static int check_settings(void)
 	}
 	if (!st->step.enabled)
 		return 0;
+	/* srun exports --container before this point. */
+	if (dt_config_check_container(&st->step, SLURM_VERSION_NUMBER,
+				      getenv("SLURM_CONTAINER"), err,
+				      sizeof(err)) < 0) {
+		dt_log_error("%s", err);
+		return -1;
+	}
 
 	/* The tasks inherit it; say so now rather than from every task. */
 	port = getenv("MASTER_PORT");

@@ -240,6 +240,32 @@ static void test_step_check(void)
 			       "elastic=2:2");
 }
 
+static void test_container_check(void)
+{
+	const unsigned long v22_05 = (22UL << 16) | (5UL << 8) | 8;
+	const unsigned long v23_02 = (23UL << 16) | (2UL << 8);
+	struct dt_config c;
+	char err[512];
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "", NULL, 0), 0);
+	CU_ASSERT_EQUAL(dt_config_check_container(&c, v22_05, NULL, err,
+						  sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_check_container(&c, v22_05, "", err,
+						  sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_check_container(&c, v23_02, "/b", err,
+						  sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_check_container(&c, v22_05, "/b", err,
+						  sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "Slurm 22.05's OCI container "
+				      "(--container=/b)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "Slurm 23.02 or later"));
+	/* A step that did not ask is never refused. */
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "off", NULL, 0), 0);
+	CU_ASSERT_EQUAL(dt_config_check_container(&c, v22_05, "/b", err,
+						  sizeof(err)), 0);
+}
+
 static void test_torchrun_settings(void)
 {
 	struct dt_config c;
@@ -325,6 +351,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_binding_settings),
 	UNIT_TEST(test_torchrun_settings),
 	UNIT_TEST(test_step_check),
+	UNIT_TEST(test_container_check),
 	UNIT_TEST(test_format_round_trip),
 };
 
