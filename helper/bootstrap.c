@@ -78,6 +78,12 @@ static int read_secret_fd(int fd)
 	return 0;
 }
 
+/*
+ * Rank 0's host when only srun knew it (-m arbitrary without PMIx): the
+ * plugin checked it against its node before passing it (plugin/task.c).
+ */
+static char rank0_host[256];
+
 int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		      int *result_fd, int *next)
 {
@@ -86,6 +92,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		{ "port-range", required_argument, NULL, 'p' },
 		{ "result-fd", required_argument, NULL, 'r' },
 		{ "secret-fd", required_argument, NULL, 'k' },
+		{ "rank0-host", required_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[640], word[64];
@@ -120,6 +127,13 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		case 'k':
 			if (read_secret_fd(atoi(optarg)) < 0)
 				return 2;
+			break;
+		case 'h':
+			if (strlen(optarg) >= sizeof(rank0_host)) {
+				helper_error("--rank0-host: too long");
+				return 2;
+			}
+			strcpy(rank0_host, optarg);
 			break;
 		default:
 			return 2;
@@ -228,9 +242,14 @@ static int find_place(struct task *t, char *err, size_t errlen)
 		return -1;
 	}
 	if (in_slurm) {
-		step.rank0_elsewhere_ok = want_pmix;
+		step.rank0_elsewhere_ok = want_pmix || rank0_host[0];
 		if (dt_layout_from_slurm(&step, &slurm, err, errlen) < 0)
 			return -1;
+		if (!want_pmix && !slurm.master_addr && rank0_host[0] &&
+		    !(slurm.master_addr = strdup(rank0_host))) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
 		dt_hostlist_parse(step.nodelist, &t->nodes, NULL, 0);
 		dt_tpn_parse(step.tasks_per_node, &t->tpn, NULL, 0);
 		t->block_layout = !step.distribution ||

@@ -16,6 +16,8 @@
  *   -s, --settings=SETTINGS   as --dist-train=SETTINGS (on by default)
  *   --port-range=LOW-HIGH     the site's range
  *   --result-fd=N             (bootstrap) where the records go
+ *   --rank0-host=NAME         (bootstrap) rank 0's node, where Slurm's
+ *                             layout does not say it (-m arbitrary)
  * Stops at "--" or the first non-option; *NEXT is its index. Returns 0,
  * or 2 after printing a usage error.
  */

@@ -146,14 +146,15 @@ static int reap(pid_t pid, long long deadline, int *status)
 }
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     const char *secret, struct dt_env *out, char *err,
-		     size_t errlen)
+		     const char *secret, const char *rank0_host,
+		     struct dt_env *out, char *err, size_t errlen)
 {
 	static char command[] = "bootstrap", result[] = "--result-fd=3",
 		    secret_arg[] = "--secret-fd=4";
-	char settings[256], ports[32];
+	char settings[256], ports[32], rank0[256 + 14];
 	char *argv[] = { (char *)cfg->helper, command, result, ports, settings,
-			 NULL, NULL };
+			 NULL, NULL, NULL };
+	int next_arg = 5;
 	int secret_fd = -1;
 	struct sigaction dfl, old;
 	unsigned wait_s = cfg->timeout + 15 + (cfg->check ? cfg->timeout : 0);
@@ -176,7 +177,11 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 				 "to the helper: %s", strerror(errno));
 			return -1;
 		}
-		argv[5] = secret_arg;
+		argv[next_arg++] = secret_arg;
+	}
+	if (rank0_host) {
+		snprintf(rank0, sizeof(rank0), "--rank0-host=%s", rank0_host);
+		argv[next_arg++] = rank0;
 	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "cannot start the helper: %s",

@@ -97,10 +97,10 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 		      size_t notes_len, char *err, size_t errlen);
 
 /* helper.c: run `dist-train bootstrap`, handing it SECRET (hex, or NULL)
- * on a pipe; 0, or -1 (ERR may be empty when the helper already told the
- * user). */
+ * on a pipe, and RANK0_HOST (NULL: Slurm's layout says) once checked; 0,
+ * or -1 (ERR may be empty when the helper already told the user). */
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     const char *secret, struct dt_env *out, char *err,
-		     size_t errlen);
+		     const char *secret, const char *rank0_host,
+		     struct dt_env *out, char *err, size_t errlen);
 
 #endif

@@ -156,8 +156,16 @@ int task_init(spank_t sp)
 		goto set;
 	}
 	if (needs_helper(&st->step, envp)) {
+		/* The helper cannot read what only srun knew: it is told. */
+		if (!st->layout.master_addr && hostfile_host[0] &&
+		    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
+			if (local_rank != 0)
+				goto out;
+			goto fail;
+		}
 		if (helper_bootstrap(&st->step, envp,
-				     secret[0] ? secret : NULL, &env, err,
+				     secret[0] ? secret : NULL,
+				     st->layout.master_addr, &env, err,
 				     sizeof(err)) < 0) {
 			if (err[0])
 				task_message("error: %s", err);

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 20
+plan 21
 
 make_show_script
 
@@ -71,6 +71,9 @@ check "... a SLURM_DIST_TRAIN_RANK0_HOST of the user's own is not believed" \
 job env SLURM_HOSTFILE="$JOBS/hosts" srun --export=PATH -n4 -m arbitrary --mpi=none --dist-train ./show.sh
 check "... and with srun --export=PATH" \
 	test "$(count_lines '^TASK procid=([0-3]) .* RANK=\1 .*MASTER_ADDR=n3 ')" = 4 || show_output
+job env SLURM_HOSTFILE="$JOBS/hosts" srun -n4 -m arbitrary --mpi=none --dist-train=check /usr/bin/python3 allreduce.py
+check "... and through the helper (check mode): the rendezvous and a gloo all_reduce, rank 0 on n3" \
+	test "$(count_lines '^ALLREDUCE rank=[0-3] world=4 sum=6 host=n[1-3] master=n3:')" = 4 || show_output
 job srun --export=PATH -N2 -n2 --mpi=none --dist-train=check ./show.sh
 check "--export=PATH: the step's secret still reaches the helper (check mode, no PMIx)" \
 	test "$(count_lines '^TASK procid=([01]) .* RANK=\1 ')" = 2 || show_output

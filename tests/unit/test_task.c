@@ -56,12 +56,12 @@ static char helper_secret[DT_SECRET_HEX + 1];
 static char helper_env_secret[DT_SECRET_HEX + 1];
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
-		     const char *secret, struct dt_env *out, char *err,
-		     size_t errlen)
+		     const char *secret, const char *rank0_host,
+		     struct dt_env *out, char *err, size_t errlen)
 {
 	const char *in_env = dt_envp_get((char **)envp, DT_SECRET_ENV);
 
-	(void)cfg, (void)out;
+	(void)cfg, (void)rank0_host, (void)out;
 	snprintf(helper_secret, sizeof(helper_secret), "%s",
 		 secret ? secret : "");
 	snprintf(helper_env_secret, sizeof(helper_env_secret), "%s",
