@@ -64,9 +64,26 @@ static int check_settings(void)
  */
 int srun_post_opt(spank_t sp)
 {
+	/* srun calls this once per component of a heterogeneous step. */
+	static unsigned int srun_components;
+
 	(void)sp;
 	if (check_settings() < 0)
 		exit(1);
+	if (spank_context() == S_CTX_LOCAL && ++srun_components > 1 &&
+	    plugin_state()->step.enabled) {
+		/*
+		 * Each component is launched as a step of its own, with its
+		 * own ranks and nodes: no one world. sbatch and salloc are
+		 * not refused: a single-component srun inside their
+		 * heterogeneous jobs is fine.
+		 */
+		dt_log_error("a heterogeneous step (srun A : B, or "
+			     "--het-group naming several components) cannot "
+			     "be one --dist-train world: run it as one srun, "
+			     "or its parts as separate sruns");
+		exit(1);
+	}
 	return 0;
 }
 

@@ -3,8 +3,10 @@
 # two steps running at once in one allocation both rendezvous.
 . "$(dirname "$0")/lib.sh"
 
+# Heterogeneous jobs (salloc A : B) start only under the backfill scheduler.
+export DT_CLUSTER_SCHEDULER=sched/backfill
 cluster_start
-plan 13
+plan 16
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 job_file show.sh <<'EOF2'
@@ -73,14 +75,27 @@ job ./twojobs.sh
 check "two jobs sharing the nodes both complete" \
 	test "$(cat "$JOBS"/job-[ab].out 2>/dev/null | grep -c '^ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 8 || diag "$(cat "$JOBS"/job-[ab].out 2>&1)"
 
-# A heterogeneous step: each part sees only its own nodes in Slurm's items.
-# Refused on every node before any program runs, with one message each.
+# A heterogeneous step: each component is launched as a step of its own,
+# with its own ranks and nodes. srun refuses it before launch, once,
+# wherever --dist-train appears; one component alone is not refused.
 make_show_script
 job salloc -N3 --ntasks-per-node=2 srun -N1 -n1 --dist-train ./show.sh : -N2 -n2 ./show.sh
 rc=$?
 check "a heterogeneous step (srun A : B) is refused: no program runs" \
 	eval '[ $rc != 0 ] && [ "$(count_lines "^TASK ")" = 0 ]' || show_output
-check "... and each node says why, naming the fix" \
-	test "$(grep -c 'dist-train: .*a heterogeneous step (srun A : B) cannot be one --dist-train world: run it as one srun, or its parts as separate sruns' "$ERR")" = 3 || show_output
+het_msg='dist-train: a heterogeneous step (srun A : B, or --het-group naming several components) cannot be one --dist-train world: run it as one srun, or its parts as separate sruns'
+check "... by srun, with one message naming the fix" \
+	test "$(grep -c "$het_msg" "$ERR")" = 1 -a "$(grep -c 'dist-train' "$ERR")" = 1 || show_output
+job salloc -N3 --ntasks-per-node=2 srun -N1 -n1 ./show.sh : -N2 -n2 --dist-train ./show.sh
+rc=$?
+check "... also when --dist-train is in a later component" \
+	eval '[ $rc != 0 ] && [ "$(count_lines "^TASK ")" = 0 ] && grep -q "$het_msg" "$ERR"' || show_output
+job salloc -N1 -n1 : -N2 -n2 srun --het-group=0,1 --dist-train ./show.sh
+rc=$?
+check "... and with --het-group naming two components" \
+	eval '[ $rc != 0 ] && [ "$(count_lines "^TASK ")" = 0 ] && grep -q "$het_msg" "$ERR"' || show_output
+job salloc -N1 -n1 : -N2 -n2 srun --het-group=1 --dist-train ./show.sh
+check "one component of a heterogeneous job is a world of its own" \
+	eval '[ "$(count_lines "^TASK procid=[01] .* RANK=[01] .* WORLD_SIZE=2 ")" = 2 ]' || show_output
 
 finish
