@@ -16,6 +16,9 @@ PACKAGES=(
 	python3 python3-torch
 	# tests/integration/frameworks.sh: an MPI program under --dist-train
 	python3-mpi4py
+	# tests/integration/containers.sh: Slurm's OCI containers (srun
+	# --container) run with runc
+	runc
 	hostname procps
 	# the benchmarks (tests/bench/)
 	time

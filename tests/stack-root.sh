@@ -126,7 +126,10 @@ cmd_enter() {
 	# 24.11: "getaddrinfo((null):17000)", then fatal): lo gets a second
 	# loopback address. bash stays PID 1 and reaps orphans (daemons
 	# killed by dt-cluster), which would otherwise stay zombies that
-	# kill -0 still finds.
+	# kill -0 still finds. The root becomes the namespace's root
+	# (pivot_root, not chroot) because a chrooted process may not make a
+	# user namespace, which rootless container runtimes need (runc under
+	# srun --container runs as the job's user).
 	unshare -m -u -p -n -f --propagation private -- sh -c '
 		root=$1 suite=$2; shift 2
 		ip link set lo up &&
@@ -138,7 +141,10 @@ cmd_enter() {
 		mount -t tmpfs -o mode=0755 tmpfs "$root/run" &&
 		mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" &&
 		hostname "dt-$suite" &&
-		exec chroot "$root" /usr/bin/env -i \
+		mkdir -p "$root/.old-root" &&
+		cd "$root" && pivot_root . .old-root && cd / &&
+		umount -l /.old-root &&
+		exec /usr/bin/env -i \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
 			DT_STACK="$suite" \
