@@ -88,6 +88,23 @@ int dt_env_put(struct dt_env *env, const char *name, const char *value,
 	return 0;
 }
 
+int dt_env_prepend(struct dt_env *env, const char *name, const char *item,
+		   const char *rest)
+{
+	char *value;
+	int rc;
+
+	if (!rest || !*rest)
+		return dt_env_put(env, name, item, DT_ENV_SET);
+	value = malloc(strlen(item) + strlen(rest) + 2);
+	if (!value)
+		return -1;
+	sprintf(value, "%s:%s", item, rest);
+	rc = dt_env_put(env, name, value, DT_ENV_SET);
+	free(value);
+	return rc;
+}
+
 const char *dt_user_env(dt_getenv_fn getenv, void *arg, const char *step_id,
 			const char *name)
 {

@@ -108,6 +108,13 @@ int dt_env_add(struct dt_env *env, const char *name, const char *value,
 int dt_env_put(struct dt_env *env, const char *name, const char *value,
 	       enum dt_env_action action);
 
+/*
+ * Set NAME to ITEM, followed by ":" and REST where REST is not empty (a
+ * search path: PYTHONPATH, LD_PRELOAD). 0, or -1: no memory.
+ */
+int dt_env_prepend(struct dt_env *env, const char *name, const char *item,
+		   const char *rest);
+
 /* The entry for NAME, or NULL. */
 const struct dt_env_entry *dt_env_find(const struct dt_env *env,
 				       const char *name);

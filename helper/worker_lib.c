@@ -1,11 +1,15 @@
 /*
- * dist_train_worker.so, preloaded (LD_PRELOAD) into the processes of a
- * --dist-train=torchrun step by the plugin. torchrun starts its workers
- * itself, so this is where each worker gets its part of the node's plan:
- * in a process that torchrun started as a worker (TORCHELASTIC_RUN_ID and
- * LOCAL_RANK are set) and that is not bound yet, it sets the worker's
- * variables and binds it before the program's own code runs. Everywhere
- * else it does nothing. It exports no symbol.
+ * dist_train_worker.so, preloaded (LD_PRELOAD) by the plugin where a
+ * process must bind itself, before the program's own code runs:
+ *  - the workers of a --dist-train=torchrun step: torchrun starts them
+ *    itself, so each takes its part of the node's plan, in a process that
+ *    torchrun started as a worker (TORCHELASTIC_RUN_ID and LOCAL_RANK
+ *    set) and that is not bound yet;
+ *  - the program of a task in a container (srun --container): runc 1.2.7
+ *    and later start it with the CPU affinity it inherited reset to every
+ *    CPU, so it binds itself again to what the plugin chose for the task
+ *    (DIST_TRAIN_REBIND set by plugin/task.c).
+ * Everywhere else it does nothing. It exports no symbol.
  */
 #include "config.h"
 
@@ -18,10 +22,28 @@
 #include "../common/binding.h"
 #include "../common/topology.h"
 
-static void warn(const char *what, const char *why)
+static void warn(const char *who, const char *what, const char *why)
 {
-	dprintf(STDERR_FILENO, "dist-train: warning: torchrun worker %s %s: "
-		"%s\n", getenv("LOCAL_RANK"), what, why);
+	dprintf(STDERR_FILENO, "dist-train: warning: %s (local rank %s) %s: "
+		"%s\n", who, getenv("LOCAL_RANK"), what, why);
+}
+
+/* DIST_TRAIN_CPUS and DIST_TRAIN_NUMA, as the plugin binds a task. */
+static void bind_from_env(const char *who)
+{
+	const char *cpus = getenv("DIST_TRAIN_CPUS");
+	const char *numa = getenv("DIST_TRAIN_NUMA");
+	unsigned *list = NULL;
+	char why[256];
+	int n;
+
+	if (cpus && (n = dt_intlist_parse(cpus, 1u << 20, &list)) > 0 &&
+	    dt_bind_cpus(list, (unsigned)n, why, sizeof(why)) < 0)
+		warn(who, "is not bound to its CPUs", why);
+	free(list);
+	if (numa && !getenv("SLURM_MEM_BIND_TYPE") &&
+	    dt_bind_memory(atoi(numa), why, sizeof(why)) < 0)
+		warn(who, "has its memory unbound", why);
 }
 
 static void apply_words(char *entry)
@@ -43,11 +65,14 @@ __attribute__((constructor)) static void bind_worker(void)
 {
 	const char *plan = getenv("DIST_TRAIN_WORKER_PLAN");
 	const char *rank = getenv("LOCAL_RANK");
-	const char *cpus, *numa;
-	unsigned *list = NULL;
-	char *entry, why[256];
-	int n;
+	char *entry;
 
+	/* Once: what the program starts keeps what it inherits. */
+	if (getenv("DIST_TRAIN_REBIND")) {
+		unsetenv("DIST_TRAIN_REBIND");
+		bind_from_env("task in a container");
+		return;
+	}
 	/* DIST_TRAIN_BIND is set once a worker is bound: its children
 	 * (a program it execs) keep the binding they inherit. */
 	if (!plan || !rank || !getenv("TORCHELASTIC_RUN_ID") ||
@@ -55,19 +80,11 @@ __attribute__((constructor)) static void bind_worker(void)
 		return;
 	entry = dt_worker_entry(plan, (unsigned)strtoul(rank, NULL, 10));
 	if (!entry) {
-		warn("is not in the node's plan", "more workers than planned");
+		warn("torchrun worker", "is not in the node's plan",
+		     "more workers than planned");
 		return;
 	}
 	apply_words(entry);
 	free(entry);
-
-	cpus = getenv("DIST_TRAIN_CPUS");
-	if (cpus && (n = dt_intlist_parse(cpus, 1u << 20, &list)) > 0 &&
-	    dt_bind_cpus(list, (unsigned)n, why, sizeof(why)) < 0)
-		warn("is not bound to its CPUs", why);
-	free(list);
-	numa = getenv("DIST_TRAIN_NUMA");
-	if (numa && !getenv("SLURM_MEM_BIND_TYPE") &&
-	    dt_bind_memory(atoi(numa), why, sizeof(why)) < 0)
-		warn("has its memory unbound", why);
+	bind_from_env("torchrun worker");
 }

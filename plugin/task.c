@@ -69,6 +69,28 @@ static bool needs_helper(const struct dt_config *cfg, char **envp)
  * before anything else, so that the program never sees it, even when this
  * task fails. Copied into BUF when it fits; BUF is "" otherwise.
  */
+/*
+ * A task in a container (srun --container, Slurm 23.02 and later): runc
+ * 1.2.7 and later reset the CPU affinity the program inherits, so the
+ * worker library, preloaded, binds it again (helper/worker_lib.c). Its
+ * folder must then be mounted in the container, as the Python hook's.
+ */
+static int rebind_in_container(const struct plugin_state *st, char **envp,
+			       struct dt_env *env)
+{
+	const char *bundle = dt_envp_get(envp, "SLURM_CONTAINER");
+
+	if (!bundle || !*bundle || (!dt_env_get(env, "DIST_TRAIN_CPUS") &&
+				    !dt_env_get(env, "DIST_TRAIN_NUMA")) ||
+	    access(st->step.worker_lib, R_OK) < 0)
+		return 0;
+	if (dt_env_put(env, "DIST_TRAIN_REBIND", "1", DT_ENV_SET) < 0 ||
+	    dt_env_prepend(env, "LD_PRELOAD", st->step.worker_lib,
+			   dt_envp_get(envp, "LD_PRELOAD")) < 0)
+		return -1;
+	return 0;
+}
+
 static void take_env(spank_t sp, const char *name, char *buf, size_t len)
 {
 	char **envp = NULL;
@@ -200,6 +222,10 @@ apply:
 		if (local_rank == 0)
 			task_message("error: %s", err);
 		goto out;
+	}
+	if (rebind_in_container(st, envp, &env) < 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
 	}
 set:
 	/* PyTorch without libuv: see common/python_hook.h. */

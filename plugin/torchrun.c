@@ -58,7 +58,7 @@ static int plan_workers(const struct plugin_state *st, char **envp,
 	struct dt_plan_request req;
 	struct dt_bind_env_request ereq;
 	struct dt_plan plan = { 0 };
-	char *words = NULL, *libs = NULL;
+	char *words = NULL;
 	int rc = -1;
 
 	if (st->step.bind == DT_BIND_OFF)
@@ -91,23 +91,15 @@ static int plan_workers(const struct plugin_state *st, char **envp,
 	words = dt_worker_plan(&ereq, err, errlen);
 	if (!words)
 		goto out;
-	libs = malloc(strlen(st->step.worker_lib) +
-		      (preload ? strlen(preload) + 1 : 0) + 1);
-	if (!libs) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	sprintf(libs, "%s%s%s", st->step.worker_lib, preload ? ":" : "",
-		preload ? preload : "");
 	if (dt_env_put(env, "DIST_TRAIN_WORKER_PLAN", words, DT_ENV_SET) < 0 ||
-	    dt_env_put(env, "LD_PRELOAD", libs, DT_ENV_SET) < 0) {
+	    dt_env_prepend(env, "LD_PRELOAD", st->step.worker_lib,
+			   preload) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	rc = 0;
 out:
 	free(words);
-	free(libs);
 	dt_plan_free(&plan);
 	return rc;
 }

@@ -347,7 +347,26 @@ static void test_torchrun_agent(void)
 	dt_env_free(&env);
 }
 
+/* Search paths: the item first, the rest kept, no stray colon. */
+static void test_prepend(void)
+{
+	struct dt_env env = { 0 };
+
+	CU_ASSERT_EQUAL(dt_env_prepend(&env, "LD_PRELOAD", "/a.so", NULL), 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LD_PRELOAD"), "/a.so");
+	CU_ASSERT_EQUAL(dt_env_prepend(&env, "LD_PRELOAD", "/b.so", ""), 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LD_PRELOAD"), "/b.so");
+	CU_ASSERT_EQUAL(dt_env_prepend(&env, "LD_PRELOAD", "/c.so",
+				       "/u.so:/v.so"), 0);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LD_PRELOAD"),
+			       "/c.so:/u.so:/v.so");
+	CU_ASSERT_EQUAL(action(&env, "LD_PRELOAD"), DT_ENV_SET);
+	CU_ASSERT_EQUAL(env.count, 1);
+	dt_env_free(&env);
+}
+
 static const struct unit_test tests[] = {
+	UNIT_TEST(test_prepend),
 	UNIT_TEST(test_torchrun_variables),
 	UNIT_TEST(test_shared_node_threads),
 	UNIT_TEST(test_user_rendezvous_wins),
