@@ -65,11 +65,6 @@ static bool needs_helper(const struct dt_config *cfg, char **envp)
 }
 
 /*
- * What srun handed this step in NAME, out of the task's environment
- * before anything else, so that the program never sees it, even when this
- * task fails. Copied into BUF when it fits; BUF is "" otherwise.
- */
-/*
  * A task in a container (srun --container, Slurm 23.02 and later): runc
  * 1.2.7 and later reset the CPU affinity the program inherits, so the
  * worker library, preloaded, binds it again (helper/worker_lib.c). Its
@@ -91,6 +86,11 @@ static int rebind_in_container(const struct plugin_state *st, char **envp,
 	return 0;
 }
 
+/*
+ * What srun handed this step in NAME, out of the task's environment
+ * before anything else, so that the program never sees it, even when this
+ * task fails. Copied into BUF when it fits; BUF is "" otherwise.
+ */
 static void take_env(spank_t sp, const char *name, char *buf, size_t len)
 {
 	char **envp = NULL;

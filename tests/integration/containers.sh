@@ -72,7 +72,7 @@ check "... the same four with --container=BUNDLE: the step runs" \
 check "... each task in a container of its own (PID 1 of its namespace)" \
 	test "$(count_lines '^ID pid=1 RANK=[0-3] ')" = 4 || show_output
 inside=$(identities)
-check "... with the same RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT and binding as outside" \
+check "... with the same RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and binding as outside, and a MASTER_PORT" \
 	test -n "$inside" -a "$inside" = "$outside" ||
 	diag "outside:
 $outside
