@@ -581,7 +581,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	struct dt_env_request req;
 	char err[1024], why[128] = "", ifname[80], comm_id[128], *cpus;
 	bool have_ifname = false, quiet = false;
-	uint64_t deadline;
+	uint64_t deadline, started = now_ms(), placed, met;
 	unsigned budget;
 	int rc = 1;
 
@@ -598,6 +598,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	if (find_place(&t, err, sizeof(err)) < 0 ||
 	    need_secret(&t, &quiet, err, sizeof(err)) < 0)
 		goto fail;
+	placed = now_ms();
 
 	memset(&hello, 0, sizeof(hello));
 	hello.ranks = &t.ids.rank;
@@ -613,6 +614,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 				   sizeof(err)) < 0) {
 		goto fail;
 	}
+	met = now_ms();
 
 	if (netif_towards(res.address, ifname + 1, sizeof(ifname) - 1) == 0) {
 		ifname[0] = '=';	/* NCCL: this name exactly */
@@ -650,6 +652,14 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	req.was_pmix_client = t.pmix != NULL;
 	if (dt_train_env(&req, out, err, sizeof(err)) < 0)
 		goto fail;
+	/* tests/bench/launch.sh reads where the time went. */
+	if (cfg->verbose)
+		fprintf(stderr, DT_NAME ": rank %u: the helper took: place %llu "
+			"ms%s, rendezvous %llu ms, the rest %llu ms\n",
+			t.ids.rank, (unsigned long long)(placed - started),
+			t.pmix ? " (PMIx)" : "",
+			(unsigned long long)(met - placed),
+			(unsigned long long)(now_ms() - met));
 	rc = 0;
 	goto done;
 fail:

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <slurm/spank.h>
 
@@ -69,7 +70,22 @@ struct plugin_state {
 	bool have_machine;
 	struct dt_machine machine;
 	char machine_error[300];	/* why there is none */
+
+	/* What each part took (ms), for verbose and tests/bench/launch.sh:
+	 * srun's callbacks, this node's user_init and its topology. */
+	double srun_ms;
+	double node_ms;
+	double topology_ms;
 };
+
+/* Now, in ms on the monotonic clock: what the parts above are timed by. */
+static inline double plugin_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 struct plugin_state *plugin_state(void);
 

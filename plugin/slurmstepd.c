@@ -33,6 +33,7 @@ static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 static void load_machine(spank_t sp, struct plugin_state *st)
 {
 	char *alloc_cores = NULL, err[256];
+	double start = plugin_clock_ms();
 
 	st->have_machine = false;
 	if (st->step.bind == DT_BIND_OFF)
@@ -46,13 +47,15 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 			 "not bound: %s", err);
 		dt_log_info("step %u.%u: %s", st->job_id, st->step_id,
 			    st->machine_error);
-		return;
+		goto out;
 	}
 	dt_log_debug("step %u.%u: %u cores, %u GPUs, %u NICs (allocated "
 		     "cores %s)", st->job_id, st->step_id, st->machine.ncores,
 		     st->machine.ngpus, st->machine.nnics,
 		     alloc_cores ? alloc_cores : "unknown");
 	st->have_machine = true;
+out:
+	st->topology_ms = plugin_clock_ms() - start;
 }
 
 /*
@@ -77,6 +80,7 @@ int slurmstepd_user_init(spank_t sp)
 	struct dt_slurm_step step;
 	char **env = NULL;
 	char err[sizeof(st->node_error)], why[400];
+	double start = plugin_clock_ms();
 	uint32_t local_id;
 
 	st->node_active = false;
@@ -154,6 +158,7 @@ int slurmstepd_user_init(spank_t sp)
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
 		goto fail;
 	load_machine(sp, st);
+	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:
 	snprintf(st->node_error, sizeof(st->node_error), "%s", err);

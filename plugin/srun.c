@@ -66,6 +66,7 @@ int srun_post_opt(spank_t sp)
 {
 	/* srun calls this once per component of a heterogeneous step. */
 	static unsigned int srun_components;
+	double start = plugin_clock_ms();
 
 	(void)sp;
 	if (check_settings() < 0)
@@ -84,6 +85,7 @@ int srun_post_opt(spank_t sp)
 			     "or its parts as separate sruns");
 		exit(1);
 	}
+	plugin_state()->srun_ms += plugin_clock_ms() - start;
 	return 0;
 }
 
@@ -166,6 +168,8 @@ int srun_local_user_init(spank_t sp)
 	struct plugin_state *st = plugin_state();
 	uint32_t nodes, tasks;
 	char err[640];
+	double start = plugin_clock_ms();
+	int rc = -1;
 
 	if (!st->step.enabled)
 		return 0;
@@ -175,11 +179,14 @@ int srun_local_user_init(spank_t sp)
 	if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=
 	    ESPANK_SUCCESS)
-		return 0;	/* the nodes will say what is wrong */
-	if (dt_config_check_step(&st->step, nodes, tasks, err,
-				 sizeof(err)) < 0) {
+		rc = 0;	/* the nodes will say what is wrong */
+	else if (dt_config_check_step(&st->step, nodes, tasks, err,
+				      sizeof(err)) < 0)
 		dt_log_error("%s", err);
-		return -1;
-	}
-	return 0;
+	else
+		rc = 0;
+	st->srun_ms += plugin_clock_ms() - start;
+	if (rc == 0 && st->step.verbose)
+		dt_log_info("took %.2f ms in srun", st->srun_ms);
+	return rc;
 }

@@ -148,6 +148,7 @@ int task_init(spank_t sp)
 	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
 	char *line = NULL;
 	char **envp = NULL;
+	double start = plugin_clock_ms(), helper_ms = 0;
 	uint32_t rank;
 	int local_rank, rc = -1;
 
@@ -185,6 +186,7 @@ int task_init(spank_t sp)
 				goto out;
 			goto fail;
 		}
+		helper_ms = plugin_clock_ms();
 		if (helper_bootstrap(&st->step, envp,
 				     secret[0] ? secret : NULL,
 				     st->layout.master_addr, &env, err,
@@ -193,6 +195,7 @@ int task_init(spank_t sp)
 				task_message("error: %s", err);
 			goto out;
 		}
+		helper_ms = plugin_clock_ms() - helper_ms;
 		goto apply;
 	}
 	if (!st->layout.master_addr &&
@@ -252,9 +255,12 @@ set:
 		line = malloc(len);
 		if (line) {
 			dt_env_describe(&env, line, len);
-			task_message("rank %u on %s: %s%s%s", rank,
-				     node ? node : "?", line,
-				     notes[0] ? " | " : "", notes);
+			task_message("rank %u on %s: %s%s%s | took: node %.1f "
+				     "ms (topology %.1f), task %.1f ms (helper "
+				     "%.1f)", rank, node ? node : "?", line,
+				     notes[0] ? " | " : "", notes, st->node_ms,
+				     st->topology_ms,
+				     plugin_clock_ms() - start, helper_ms);
 		}
 	}
 	rc = 0;
