@@ -102,6 +102,7 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
 	const char *why = "no address";
+	unsigned delay = 1;
 	int fd = -1, n, got;
 
 	*from_rank0 = false;
@@ -112,7 +113,7 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 	 * Rank 0 may not listen yet, or may have dropped this connection
 	 * among strangers' before it was proven: try until the deadline.
 	 */
-	for (;; close(fd), fd = -1, usleep(50000)) {
+	for (;; close(fd), fd = -1, net_backoff(&delay, connect_deadline_ms)) {
 		uint64_t challenge_by;
 
 		if (now_ms() >= connect_deadline_ms) {

@@ -19,6 +19,18 @@ uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void net_backoff(unsigned *delay_ms, uint64_t deadline)
+{
+	unsigned d = *delay_ms ? *delay_ms : 1;
+	int left = net_remaining_ms(deadline);
+
+	if ((unsigned)left < d)
+		d = (unsigned)left;
+	if (d)
+		usleep(d * 1000);
+	*delay_ms = *delay_ms * 2 > 50 ? 50 : (*delay_ms ? *delay_ms * 2 : 2);
+}
+
 int net_remaining_ms(uint64_t deadline)
 {
 	uint64_t now = now_ms();

@@ -14,6 +14,13 @@
 /* Milliseconds on a monotonic clock. */
 uint64_t now_ms(void);
 
+/*
+ * Sleep *DELAY_MS, at most until DEADLINE, then double it up to 50 ms:
+ * what every "not there yet, try again" loop waits, so that a peer that
+ * is nearly ready costs a millisecond, not a fixed period.
+ */
+void net_backoff(unsigned *delay_ms, uint64_t deadline);
+
 /* Milliseconds to DEADLINE for poll(), at most a minute; 0 when past. */
 int net_remaining_ms(uint64_t deadline);
 

@@ -224,6 +224,7 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 	socklen_t alen = node_address(name, &a);
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX];
+	unsigned delay = 1;
 	int fd = -1, n, got, rc = -1;
 
 	*from_rank0 = false;
@@ -244,7 +245,7 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 				 "start its bootstrap in time");
 			return -1;
 		}
-		usleep(20000);
+		net_backoff(&delay, connect_deadline_ms);
 	}
 	if (net_random(cnonce, sizeof(cnonce)) < 0 ||
 	    (n = dt_rdv_member_line(rank, nccl_ok, cnonce, line,
