@@ -1,16 +1,33 @@
 #!/bin/bash
-# Launch overhead of --dist-train on the local 4-node cluster, as figures.
+# Launch cost of --dist-train on the local 4-node cluster, as figures.
 #
-#   tests/bench/launch.sh [REPETITIONS]      (root; after building)
+#   tests/bench/launch.sh [REPETITIONS [PYTHON_REPETITIONS]]
+#                                     (root; after building; [10 [3]])
 #
-# For each variant it measures, REPETITIONS times, the time from starting
-# srun to the moment the last of the step's 8 tasks starts its program
-# (each task prints a timestamp first thing), and prints the median and the
-# ratio against what it extends: the environment alone against plain srun,
-# binding against the environment alone, the PMIx bootstrap against plain
-# srun --mpi=pmix. It starts and stops its own cluster.
+# Three parts, each printing the median of its runs and the ratio against
+# what a user would run instead, in the same run:
+#
+#  1. srun to the start of the last task's program (each task prints a
+#     timestamp first thing), against plain srun with the same layout:
+#     the default, binding off, PMIx, PMIx with the check (the NCCL
+#     all-reduce where every rank has a GPU, else the rendezvous alone),
+#     and 8, 32 and 64 tasks on the 4 nodes (--overcommit).
+#  2. torchrun mode against plain torchrun (one agent per node, c10d
+#     rendezvous on the first node written on its command line), to the
+#     start of the last worker.
+#  3. srun to the end of the first DDP all_reduce (gloo, 8 ranks), against
+#     the same job with the environment written by hand: MASTER_ADDR
+#     worked out once before srun, as a batch script does, RANK and the
+#     rest from Slurm's variables in a shell wrapper.
+#
+# Then where the time goes, per context, from one run of each with
+# --dist-train=verbose (plugin/task.c, helper/bootstrap.c print what each
+# part took): srun's callbacks; slurmstepd's once per node (topology
+# included); each task's (the helper included); the helper's own parts.
+# Medians over the nodes or tasks of that run, worst in brackets.
 set -u
 reps=${1:-10}
+python_reps=${2:-3}
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
@@ -18,46 +35,161 @@ job_file stamp.sh <<'EOF2'
 #!/bin/sh
 date +%s.%N
 EOF2
+job_file stamp.py <<'EOF2'
+import time
+print(f"{time.time():.4f}", flush=True)
+EOF2
+job_file torchrun.sh <<'EOF2'
+#!/bin/sh
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+exec torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=2 \
+	--rdzv_backend=c10d --rdzv_endpoint="$head:29400" \
+	--rdzv_id="$SLURM_JOB_ID" stamp.py
+EOF2
+job_file ddp.py <<'EOF2'
+import time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+model(torch.ones(2, 4)).sum().backward()	# the first gradient all_reduce
+print(f"{time.time():.4f}", flush=True)
+dist.destroy_process_group()
+EOF2
+job_file by-hand.sh <<'EOF2'
+#!/bin/sh
+export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS
+exec python3 ddp.py
+EOF2
 
-# One run: seconds from srun's start to the last task's program start.
-measure() {
-	local t0 last
+# One run: seconds from srun's start to the latest timestamp printed, which
+# must come from every one of COUNT processes.
+measure() { # COUNT COMMAND...
+	local count=$1 t0 last
+	shift
 	t0=$(date +%s.%N)
-	job "$@" ./stamp.sh || { echo "failed: $*" >&2; cat "$ERR" >&2; return 1; }
-	last=$(sort -n "$OUT" | tail -1)
+	job "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
+	# torchrun prefixes its workers' lines: "[default0]:".
+	[ "$(grep -c '[0-9]\{9\}\.[0-9]*$' "$OUT")" = "$count" ] ||
+		{ echo "not $count timestamps: $*" >&2; return 1; }
+	last=$(grep -o '[0-9]\{9\}\.[0-9]*$' "$OUT" | sort -n | tail -1)
 	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.4f\n", b - a }'
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m }'; }
+median() { sort -n | awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m }'; }
 
+# LABEL REPS COUNT COMMAND...: the median of REPS runs, after a warm-up.
 declare -A result
-variants=(
-	"srun --mpi=none"
-	"srun --mpi=none --dist-train=bind=off"
-	"srun --mpi=none --dist-train"
-	"srun --mpi=pmix"
-	"srun --mpi=pmix --dist-train"
-	"srun --mpi=pmix --dist-train=check"
-)
-for v in "${variants[@]}"; do
-	measure $v -N4 -n8 >/dev/null	# warm-up
-	times=()
-	for ((i = 0; i < reps; i++)); do
-		times+=("$(measure $v -N4 -n8)") || exit 1
+run() {
+	local label=$1 n=$2 count=$3 i times=()
+	shift 3
+	measure "$count" "$@" >/dev/null || exit 1
+	for ((i = 0; i < n; i++)); do
+		times+=("$(measure "$count" "$@")") || exit 1
 	done
-	result[$v]=$(printf '%s\n' "${times[@]}" | median)
-done
+	result[$label]=$(printf '%s\n' "${times[@]}" | median)
+}
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "x%.2f", a / b }'; }
-row() { # VARIANT [BASELINE]
-	printf '  %-40s %7ss  %s\n' "$1" "${result[$1]}" \
-		"${2:+$(ratio "${result[$1]}" "${result[$2]}") vs ${2#srun }}"
+row() { # LABEL [BASELINE]
+	printf '  %-46s %7ss  %s\n' "$1" "${result[$1]}" \
+		"${2:+$(ratio "${result[$1]}" "${result[$2]}") vs $2}"
 }
-echo "Launch to the last task's program start, srun -N4 -n8 on the local cluster,"
-echo "median of $reps runs ($(nproc) cores, $(date -u +%Y-%m-%d)):"
-row "srun --mpi=none"
-row "srun --mpi=none --dist-train=bind=off" "srun --mpi=none"
-row "srun --mpi=none --dist-train" "srun --mpi=none --dist-train=bind=off"
-row "srun --mpi=pmix"
-row "srun --mpi=pmix --dist-train" "srun --mpi=pmix"
-row "srun --mpi=pmix --dist-train=check" "srun --mpi=pmix"
+
+# Interleaved rather than one variant after another, so that whatever
+# else the machine does falls on both sides of each ratio alike.
+layout8="-N4 -n8"
+variants=(
+	"plain srun|$layout8|"
+	"--dist-train=bind=off|$layout8|--dist-train=bind=off"
+	"--dist-train|$layout8|--dist-train"
+	"plain srun --mpi=pmix|$layout8 --mpi=pmix|"
+	"--mpi=pmix --dist-train|$layout8 --mpi=pmix|--dist-train"
+	"--mpi=pmix --dist-train=check|$layout8 --mpi=pmix|--dist-train=check"
+	"plain srun, 32 tasks|-N4 -n32 --overcommit|"
+	"--dist-train, 32 tasks|-N4 -n32 --overcommit|--dist-train"
+	"plain srun, 64 tasks|-N4 -n64 --overcommit|"
+	"--dist-train, 64 tasks|-N4 -n64 --overcommit|--dist-train"
+	"plain srun --mpi=pmix, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|"
+	"--mpi=pmix --dist-train, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|--dist-train"
+)
+tasks_of() { sed 's/.*-n\([0-9]*\).*/\1/' <<<"$1"; }
+declare -A times_of
+for v in "${variants[@]}"; do	# warm-up
+	IFS='|' read -r label layout opt <<<"$v"
+	measure "$(tasks_of "$layout")" srun $layout $opt ./stamp.sh >/dev/null ||
+		exit 1
+done
+for ((i = 0; i < reps; i++)); do
+	for v in "${variants[@]}"; do
+		IFS='|' read -r label layout opt <<<"$v"
+		t=$(measure "$(tasks_of "$layout")" srun $layout $opt ./stamp.sh) ||
+			exit 1
+		times_of[$label]+="$t "
+	done
+done
+for v in "${variants[@]}"; do
+	IFS='|' read -r label layout opt <<<"$v"
+	result[$label]=$(printf '%s\n' ${times_of[$label]} | median)
+done
+
+run "plain torchrun" "$python_reps" 8 srun -N4 --ntasks-per-node=1 -c2 ./torchrun.sh
+run "--dist-train=torchrun" "$python_reps" 8 \
+	srun -N4 --ntasks-per-node=1 -c2 --dist-train=torchrun torchrun stamp.py
+run "DDP, environment by hand" "$python_reps" 8 \
+	env MASTER_ADDR=n1 MASTER_PORT=29500 srun -N4 -n8 ./by-hand.sh
+run "DDP, --dist-train" "$python_reps" 8 \
+	srun -N4 -n8 --dist-train python3 ddp.py
+run "DDP, --mpi=pmix --dist-train" "$python_reps" 8 \
+	srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py
+
+when="$(nproc) cores, $(date -u +%Y-%m-%d)"
+echo "Launch to the last task's program start, on the local cluster,"
+echo "median of $reps interleaved runs ($when):"
+row "plain srun"
+row "--dist-train=bind=off" "plain srun"
+row "--dist-train" "plain srun"
+row "plain srun --mpi=pmix"
+row "--mpi=pmix --dist-train" "plain srun --mpi=pmix"
+row "--mpi=pmix --dist-train=check" "plain srun --mpi=pmix"
+for n in 32 64; do
+	row "plain srun, $n tasks"
+	row "--dist-train, $n tasks" "plain srun, $n tasks"
+done
+row "plain srun --mpi=pmix, 64 tasks"
+row "--mpi=pmix --dist-train, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
+row "plain torchrun"
+row "--dist-train=torchrun" "plain torchrun"
+echo "To the end of the first DDP all_reduce (gloo), 8 ranks (median of $python_reps):"
+row "DDP, environment by hand"
+row "DDP, --dist-train" "DDP, environment by hand"
+row "DDP, --mpi=pmix --dist-train" "DDP, environment by hand"
+
+# Where the time goes: one verbose run each.
+field() { # PATTERN (sed, one group): its values in $ERR, "median [max]"
+	local values
+	values=$(sed -n "s/$1/\\1/p" "$ERR")
+	printf '%s [%s]' "$(printf '%s\n' $values | median)" \
+		"$(printf '%s\n' $values | sort -n | tail -1)"
+}
+# Each task's line repeats its node's figures: one per node, field N.
+per_node() {
+	sed -n 's/.* on \(n[0-9]*\): .*| took: node \([0-9.]*\) ms (topology \([0-9.]*\)).*/\1 \2 \3/p' "$ERR" |
+		sort -u -k1,1 | awk -v f="$1" '{ print $f }' | median
+}
+echo "Where it goes, ms, one run each with verbose (median [worst] over the nodes or tasks):"
+for layout in "-N4 -n8" "-N4 -n64 --overcommit" "-N4 -n8 --mpi=pmix" \
+	      "-N4 -n64 --overcommit --mpi=pmix"; do
+	job srun $layout --dist-train=verbose true ||
+		{ echo "failed: $layout" >&2; exit 1; }
+	echo "  srun $layout --dist-train:"
+	echo "    srun: $(sed -n 's/.*took \([0-9.]*\) ms in srun.*/\1/p' "$ERR" | head -1)"
+	echo "    slurmstepd, per node: $(per_node 2) (topology $(per_node 3))"
+	echo "    task: $(field '.*| took: node .*, task \([0-9.]*\) ms.*')"
+	if grep -q 'the helper took' "$ERR"; then
+		echo "    helper, as the task saw it: $(field '.*| took: .* (helper \([0-9.]*\))$')"
+		echo "      where it is (PMIx_Init, the layout): $(field '.*the helper took: place \([0-9]*\) ms.*')"
+		echo "      the rendezvous: $(field '.*the helper took: .*, rendezvous \([0-9]*\) ms.*')"
+	fi
+done
