@@ -70,9 +70,9 @@ measure() { # COUNT COMMAND...
 	t0=$(date +%s.%N)
 	job "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
 	# torchrun prefixes its workers' lines: "[default0]:".
-	[ "$(grep -c '[0-9]\{9\}\.[0-9]*$' "$OUT")" = "$count" ] ||
+	[ "$(grep -c '[0-9]\{9,\}\.[0-9]*$' "$OUT")" = "$count" ] ||
 		{ echo "not $count timestamps: $*" >&2; return 1; }
-	last=$(grep -o '[0-9]\{9\}\.[0-9]*$' "$OUT" | sort -n | tail -1)
+	last=$(grep -o '[0-9]\{9,\}\.[0-9]*$' "$OUT" | sort -n | tail -1)
 	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.4f\n", b - a }'
 }
 
@@ -170,6 +170,7 @@ row "DDP, --mpi=pmix --dist-train" "DDP, environment by hand"
 field() { # PATTERN (sed, one group): its values in $ERR, "median [max]"
 	local values
 	values=$(sed -n "s/$1/\\1/p" "$ERR")
+	[ -n "$values" ] || { echo "-"; return; }
 	printf '%s [%s]' "$(printf '%s\n' $values | median)" \
 		"$(printf '%s\n' $values | sort -n | tail -1)"
 }
