@@ -22,6 +22,7 @@ struct hwloc_api {
 	int (*topology_set_xml)(hwloc_topology_t, const char *);
 	int (*topology_set_io_types_filter)(hwloc_topology_t,
 					    enum hwloc_type_filter_e);
+	int (*topology_set_flags)(hwloc_topology_t, unsigned long);
 	hwloc_const_cpuset_t (*topology_get_allowed_cpuset)(hwloc_topology_t);
 	int (*get_type_depth)(hwloc_topology_t, hwloc_obj_type_t);
 	unsigned (*get_nbobjs_by_depth)(hwloc_topology_t, int);
@@ -111,6 +112,7 @@ static int load_hwloc(char *err, size_t errlen)
 	RESOLVE(topology_destroy);
 	RESOLVE(topology_set_xml);
 	RESOLVE(topology_set_io_types_filter);
+	RESOLVE(topology_set_flags);
 	RESOLVE(topology_get_allowed_cpuset);
 	RESOLVE(get_type_depth);
 	RESOLVE(get_nbobjs_by_depth);
@@ -222,7 +224,8 @@ static int cmp_int(const void *a, const void *b)
 
 /* Cores and PUs that are allowed, and which NUMA nodes hold them. */
 static int load_cores(hwloc_topology_t topo, const char *alloc_cores,
-		      struct dt_machine *m, char *err, size_t errlen)
+		      bool whole, struct dt_machine *m, char *err,
+		      size_t errlen)
 {
 	hwloc_const_cpuset_t allowed = hw.topology_get_allowed_cpuset(topo);
 	int depth = hw.get_type_depth(topo, HWLOC_OBJ_CORE);
@@ -258,7 +261,7 @@ static int load_cores(hwloc_topology_t topo, const char *alloc_cores,
 		dc->first_pu = m->npus;
 		for (pu = hw.bitmap_first(core->cpuset); pu >= 0;
 		     pu = hw.bitmap_next(core->cpuset, pu))
-			if (hw.bitmap_isset(allowed, (unsigned)pu))
+			if (whole || hw.bitmap_isset(allowed, (unsigned)pu))
 				m->pus[m->npus++] = (unsigned)pu;
 		dc->npus = m->npus - dc->first_pu;
 		if (!dc->npus)
@@ -382,8 +385,9 @@ out:
 	return rc;
 }
 
-int dt_machine_load(const char *xml, const char *alloc_cores,
-		    struct dt_machine *out, char *err, size_t errlen)
+/* WHOLE: every core and PU of the node, whatever this process may use. */
+static int load(const char *xml, const char *alloc_cores, bool whole,
+		struct dt_machine *out, char *err, size_t errlen)
 {
 	hwloc_topology_t topo;
 	int rc = -1;
@@ -398,6 +402,9 @@ int dt_machine_load(const char *xml, const char *alloc_cores,
 	}
 	/* GPUs and NICs are I/O devices: hwloc skips those by default. */
 	hw.topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	if (whole)
+		hw.topology_set_flags(topo,
+				      HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
 	for (size_t i = 0; hw.topology_set_components &&
 	     i < sizeof(skipped_components) / sizeof(skipped_components[0]); i++)
 		hw.topology_set_components(topo,
@@ -412,7 +419,7 @@ int dt_machine_load(const char *xml, const char *alloc_cores,
 			"topology");
 		goto out;
 	}
-	if (load_cores(topo, alloc_cores, out, err, errlen) < 0 ||
+	if (load_cores(topo, alloc_cores, whole, out, err, errlen) < 0 ||
 	    load_devices(topo, xml == NULL, out, err, errlen) < 0)
 		goto out;
 	rc = 0;
@@ -423,16 +430,39 @@ out:
 	return rc;
 }
 
+int dt_machine_load(const char *xml, const char *alloc_cores,
+		    struct dt_machine *out, char *err, size_t errlen)
+{
+	return load(xml, alloc_cores, false, out, err, errlen);
+}
+
+int dt_machine_discover_whole(struct dt_machine *out, char *err,
+			      size_t errlen)
+{
+	return load(NULL, NULL, true, out, err, errlen);
+}
+
 #else /* !HAVE_HWLOC */
+
+static int no_hwloc(struct dt_machine *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	dt_errf(err, errlen, "this dist-train was built without hwloc (its "
+		"headers were missing): binding is unavailable");
+	return -1;
+}
 
 int dt_machine_load(const char *xml, const char *alloc_cores,
 		    struct dt_machine *out, char *err, size_t errlen)
 {
 	(void)xml, (void)alloc_cores;
-	memset(out, 0, sizeof(*out));
-	dt_errf(err, errlen, "this dist-train was built without hwloc (its "
-		"headers were missing): binding is unavailable");
-	return -1;
+	return no_hwloc(out, err, errlen);
+}
+
+int dt_machine_discover_whole(struct dt_machine *out, char *err,
+			      size_t errlen)
+{
+	return no_hwloc(out, err, errlen);
 }
 
 #endif

@@ -23,4 +23,12 @@
 int dt_machine_load(const char *xml, const char *alloc_cores,
 		    struct dt_machine *out, char *err, size_t errlen);
 
+/*
+ * This node whole: every core and PU, those this process's cgroup does not
+ * allow included, for the node's cache (common/machine_cache.h), which
+ * each step restricts to its own. 0, or -1 with ERR.
+ */
+int dt_machine_discover_whole(struct dt_machine *out, char *err,
+			      size_t errlen);
+
 #endif

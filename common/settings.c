@@ -176,6 +176,17 @@ static int apply_topology(struct dt_config *cfg, const char *value,
 	return set_path(cfg->topology, "topology", value, err, errlen);
 }
 
+static int apply_topology_cache(struct dt_config *cfg, const char *value,
+				char *err, size_t errlen)
+{
+	if (!strcmp(value, "off")) {
+		cfg->topology_cache[0] = '\0';
+		return 0;
+	}
+	return set_path(cfg->topology_cache, "topology-cache", value, err,
+			errlen);
+}
+
 static int apply_torchrun(struct dt_config *cfg, const char *value,
 			  char *err, size_t errlen)
 {
@@ -329,6 +340,8 @@ static const struct setting settings[] = {
 	  apply_helper },
 	{ "topology", "topology=FILE", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_topology },
+	{ "topology-cache", "topology-cache=PATH|off", SCOPE_SITE,
+	  VALUE_REQUIRED, apply_topology_cache },
 	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_worker_lib },
 };
@@ -413,6 +426,8 @@ void dt_config_init(struct dt_config *cfg)
 	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
 	snprintf(cfg->worker_lib, sizeof(cfg->worker_lib), "%s",
 		 DT_WORKER_LIB_DEFAULT);
+	snprintf(cfg->topology_cache, sizeof(cfg->topology_cache), "%s",
+		 DT_TOPOLOGY_CACHE_DEFAULT);
 }
 
 int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],

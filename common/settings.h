@@ -19,6 +19,9 @@
 #define DT_MAX_TIMEOUT 86400
 #define DT_HELPER_PATH_MAX 1024
 #define DT_DEFAULT_RESTARTS 3
+/* The node's machine, cached by root (common/machine_cache_file.h):
+ * under /run, so that a boot clears it. */
+#define DT_TOPOLOGY_CACHE_DEFAULT "/run/dist-train/machine"
 
 struct dt_config {
 	/* Site only (plugstack.conf). */
@@ -28,6 +31,7 @@ struct dt_config {
 	char helper[DT_HELPER_PATH_MAX]; /* the dist-train command */
 	char topology[DT_HELPER_PATH_MAX]; /* hwloc XML of the node, or "" */
 	char worker_lib[DT_HELPER_PATH_MAX]; /* preloaded into torchrun's workers */
+	char topology_cache[DT_HELPER_PATH_MAX]; /* the node's machine, or "" */
 
 	/* Per step: the site's value is the default, the user's wins. */
 	bool enabled;

@@ -58,9 +58,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	case S_CTX_LOCAL:
 	case S_CTX_ALLOCATOR:
 		return srun_post_opt(sp);
-	default:
+	case S_CTX_REMOTE:
 		/* slurmstepd parses the user's settings in user_init, as the
-		 * user, not here as root. */
+		 * user, not here as root: only the node's cache is seen to. */
+		return slurmstepd_post_opt(sp);
+	default:
 		return 0;
 	}
 }

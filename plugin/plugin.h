@@ -70,6 +70,9 @@ struct plugin_state {
 	bool have_machine;
 	struct dt_machine machine;
 	char machine_error[300];	/* why there is none */
+	/* The node's whole machine from its cache, read in post_opt. */
+	bool have_whole;
+	struct dt_machine whole;
 
 	/* What each part took (ms), for verbose and tests/bench/launch.sh:
 	 * srun's callbacks, this node's user_init and its topology. */
@@ -98,6 +101,7 @@ int srun_post_opt(spank_t sp);
 int srun_local_user_init(spank_t sp);
 
 /* slurmstepd.c */
+int slurmstepd_post_opt(spank_t sp);
 int slurmstepd_user_init(spank_t sp);
 int slurmstepd_task_exit(spank_t sp);
 void slurmstepd_exit(void);

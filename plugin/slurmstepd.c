@@ -20,6 +20,8 @@
 #include "../common/binding.h"
 #include "../common/envp.h"
 #include "../common/hwloc_machine.h"
+#include "../common/machine_cache.h"
+#include "../common/machine_cache_file.h"
 
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
@@ -41,6 +43,19 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &alloc_cores) !=
 	    ESPANK_SUCCESS)
 		alloc_cores = NULL;
+	if (st->have_whole && !st->step.topology[0]) {
+		bool *allowed;
+		unsigned n;
+
+		if (dt_allowed_pus(&allowed, &n) == 0 &&
+		    dt_machine_restrict(&st->whole, allowed, n, alloc_cores,
+					&st->machine, err, sizeof(err)) == 0) {
+			free(allowed);
+			st->have_machine = true;
+			goto out;
+		}
+		free(allowed);
+	}
 	if (dt_machine_load(st->step.topology[0] ? st->step.topology : NULL,
 			    alloc_cores, &st->machine, err, sizeof(err)) < 0) {
 		snprintf(st->machine_error, sizeof(st->machine_error),
@@ -56,6 +71,38 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 	st->have_machine = true;
 out:
 	st->topology_ms = plugin_clock_ms() - start;
+}
+
+/*
+ * slurmstepd, as root, before the user's settings are read: the node's
+ * machine from its cache (common/machine_cache_file.h), written first if
+ * it is missing or the node changed, for a step that may want binding.
+ * Whatever fails, user_init discovers the node as before.
+ */
+int slurmstepd_post_opt(spank_t sp)
+{
+	struct plugin_state *st = plugin_state();
+	char fingerprint[DT_FINGERPRINT_MAX], err[300];
+	int rc;
+
+	(void)sp;
+	if (!st->site_ok || st->site.topology[0] ||
+	    !st->site.topology_cache[0] ||
+	    (!st->option_seen && !st->site.default_on) ||
+	    dt_node_fingerprint(fingerprint, sizeof(fingerprint)) < 0)
+		return 0;
+	rc = dt_machine_cache_read(st->site.topology_cache, fingerprint,
+				   &st->whole, err, sizeof(err));
+	if (rc < 0)
+		dt_log_info("%s", err);
+	if (rc != 0 &&
+	    dt_machine_cache_write(st->site.topology_cache, fingerprint,
+				   &st->whole, err, sizeof(err)) < 0) {
+		dt_log_info("no node cache: %s", err);
+		return 0;
+	}
+	st->have_whole = true;
+	return 0;
 }
 
 /*
@@ -203,6 +250,7 @@ void slurmstepd_exit(void)
 
 	dt_layout_free(&st->layout);
 	dt_machine_free(&st->machine);
+	dt_machine_free(&st->whole);
 	free(st->distribution);
 	st->distribution = NULL;
 }

@@ -1,11 +1,18 @@
 #!/bin/bash
 # Binding on the real cluster: each task's actual CPU affinity is what
 # `dist-train plan` promises, memory is bound, and whatever the user asked
-# of Slurm (--cpu-bind, bind=off) is left alone.
+# of Slurm (--cpu-bind, bind=off) is left alone. The node's machine comes
+# from its cache (topology-cache=), written by the first step.
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 17
+plan 21
+
+# A cache of this cluster's own, empty at first: the first step below
+# writes it, every later one reads it.
+cache=$DT_CLUSTER_DIR/machine-cache/machine
+rm -rf "${cache%/*}"
+set_plugin_args topology-cache="$cache"
 
 job_file aff.sh <<'EOF'
 #!/bin/sh
@@ -82,6 +89,25 @@ job env DIST_TRAIN_STEP_SECRET="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" 
 	srun -N1 -n2 --exclusive dist-train exec -- ./aff.sh
 check "dist-train exec binds the same way, without the plugin" \
 	matches_plan "$JOBS/plan-2.json" || show_output
+
+check "topology-cache: the first step wrote the node's machine, in a folder only root writes" \
+	eval '[ "$(stat -c %U:%a "$cache" "${cache%/*}" | tr "\n" " ")" = "root:644 root:755 " ]' ||
+	diag "$(ls -ld "$cache" "${cache%/*}" 2>&1)"
+fresh=$(sed -n 2p "$cache")
+sed -i '2s/boot=[^ ]*/boot=another/' "$cache"
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "... a stale one (another boot) is written again, and tasks bind as the plan says" \
+	eval '[ "$(sed -n 2p "$cache")" = "$fresh" ] && matches_plan "$JOBS/plan-2.json"' || show_output
+chown nobody "$cache"
+chmod 0666 "$cache"
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "... one that is not root's alone is not believed: root's again, the same binding" \
+	eval '[ "$(stat -c %U:%a "$cache")" = root:644 ] && matches_plan "$JOBS/plan-2.json"' || show_output
+rm -rf "${cache%/*}"
+set_plugin_args topology-cache=off
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "topology-cache=off: discovered in every step, nothing written, the same binding" \
+	eval '[ ! -e "${cache%/*}" ] && matches_plan "$JOBS/plan-2.json"' || show_output
 
 # The same node described by an XML file (as a site may give one).
 lstopo-no-graphics --of xml "$JOBS/node.xml" 2>/dev/null || lstopo --of xml "$JOBS/node.xml"

@@ -16,7 +16,8 @@
 	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
 	"timeout=SECONDS, bind=gpu|numa|off, visible-gpus=all|own, " \
 	"share-gpus[=yes|no], restarts=N, default=on|off, " \
-	"port-range=LOW-HIGH, helper=PATH, topology=FILE, worker-lib=PATH"
+	"port-range=LOW-HIGH, helper=PATH, topology=FILE, " \
+	"topology-cache=PATH|off, worker-lib=PATH"
 
 static void test_defaults(void)
 {
@@ -35,6 +36,30 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(c.bind, DT_BIND_GPU);
 	CU_ASSERT_FALSE(c.own_gpu_only || c.share_gpus);
 	CU_ASSERT_STRING_EQUAL(c.topology, "");
+	CU_ASSERT_STRING_EQUAL(c.topology_cache, DT_TOPOLOGY_CACHE_DEFAULT);
+}
+
+static void test_topology_cache(void)
+{
+	char *off[] = { "topology-cache=off" };
+	char *path[] = { "topology-cache=/var/cache/dt/machine" };
+	char *relative[] = { "topology-cache=machine" };
+	struct dt_config c;
+	char err[256];
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, path, err, sizeof(err)),
+			0);
+	CU_ASSERT_STRING_EQUAL(c.topology_cache, "/var/cache/dt/machine");
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, off, err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(c.topology_cache, "");
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, relative, err,
+					     sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'topology-cache': expected an "
+				      "absolute path"));
+	/* Not the user's to choose. */
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "topology-cache=off", err,
+					       sizeof(err)), -1);
 }
 
 
@@ -342,6 +367,7 @@ static void test_format_round_trip(void)
 
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
+	UNIT_TEST(test_topology_cache),
 	UNIT_TEST(test_bare_option_enables),
 	UNIT_TEST(test_user_settings),
 	UNIT_TEST(test_user_errors),

@@ -1,0 +1,205 @@
+#include "config.h"
+
+#include "machine_cache_file.h"
+#include "error.h"
+#include "hwloc_machine.h"
+#include "machine_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The first line of FILE, at most LEN - 1 bytes; "" when unreadable. */
+static void first_line(const char *file, char *buf, size_t len)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* The names in DIR: how many, and a hash that ignores their order. */
+static void names_of(const char *dir, unsigned *count, uint32_t *hash)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	*count = 0;
+	*hash = 0;
+	while (d && (e = readdir(d))) {
+		uint32_t h = 2166136261u;	/* FNV-1a */
+
+		if (e->d_name[0] == '.')
+			continue;
+		for (const char *c = e->d_name; *c; c++)
+			h = (h ^ (uint8_t)*c) * 16777619u;
+		*hash += h;
+		(*count)++;
+	}
+	if (d)
+		closedir(d);
+}
+
+int dt_node_fingerprint(char *buf, size_t len)
+{
+	char boot[64], cpus[256], nodes[256];
+	unsigned npci, nnet;
+	uint32_t hpci, hnet;
+	int n;
+
+	first_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+	first_line("/sys/devices/system/cpu/online", cpus, sizeof(cpus));
+	first_line("/sys/devices/system/node/online", nodes, sizeof(nodes));
+	names_of("/sys/bus/pci/devices", &npci, &hpci);
+	names_of("/sys/class/net", &nnet, &hnet);
+	if (!boot[0] || !cpus[0])
+		return -1;
+	n = snprintf(buf, len, "v=%s boot=%s cpus=%s nodes=%s pci=%u:%08x "
+		     "net=%u:%08x", PACKAGE_VERSION, boot, cpus,
+		     nodes[0] ? nodes : "-", npci, hpci, nnet, hnet);
+	return n > 0 && (size_t)n < len && n < DT_FINGERPRINT_MAX ? 0 : -1;
+}
+
+int dt_machine_cache_read(const char *path, const char *fingerprint,
+			  struct dt_machine *whole, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	char *text = NULL;
+	size_t got = 0;
+	int rc = -1;
+
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022)) {
+		dt_errf(err, errlen, "%s is not a file only root can write: "
+			"ignored", path);
+		goto out;
+	}
+	if (st.st_size > DT_MACHINE_TEXT_MAX) {
+		dt_errf(err, errlen, "%s is over %u bytes: ignored", path,
+			DT_MACHINE_TEXT_MAX);
+		goto out;
+	}
+	text = malloc((size_t)st.st_size + 1);
+	if (!text) {
+		dt_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	rc = dt_machine_parse(text, got, fingerprint, whole, err, errlen);
+out:
+	free(text);
+	close(fd);
+	return rc;
+}
+
+/* PATH's folder, root's: made if missing, refused if anyone else's. */
+static int own_folder(const char *path, char *err, size_t errlen)
+{
+	char dir[4096];
+	char *slash;
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir) {
+		dt_errf(err, errlen, "%s: not a path in a folder", path);
+		return -1;
+	}
+	*slash = '\0';
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		dt_errf(err, errlen, "cannot make %s: %s", dir,
+			strerror(errno));
+		return -1;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022)) {
+		dt_errf(err, errlen, "%s is not a folder only root can write",
+			dir);
+		return -1;
+	}
+	return 0;
+}
+
+int dt_machine_cache_write(const char *path, const char *fingerprint,
+			   struct dt_machine *whole, char *err, size_t errlen)
+{
+	char tmp[4200];
+	char *text = NULL;
+	size_t len;
+	int fd = -1, rc = -1;
+
+	if (geteuid() != 0) {
+		dt_errf(err, errlen, "only root writes %s", path);
+		return -1;
+	}
+	if (own_folder(path, err, errlen) < 0 ||
+	    dt_machine_discover_whole(whole, err, errlen) < 0)
+		return -1;
+	len = dt_machine_format(whole, fingerprint, NULL, 0);
+	text = malloc(len + 1);
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	if (!text || dt_machine_format(whole, fingerprint, text, len + 1) !=
+	    len || (fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		dt_errf(err, errlen, "cannot write %s: %s", path,
+			text ? strerror(errno) : "out of memory");
+		goto out;
+	}
+	if (fchmod(fd, 0644) < 0 || write(fd, text, len) != (ssize_t)len ||
+	    rename(tmp, path) < 0) {
+		dt_errf(err, errlen, "cannot write %s: %s", path,
+			strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	if (rc < 0)
+		dt_machine_free(whole);
+	return rc;
+}
+
+int dt_allowed_pus(bool **allowed, unsigned *n)
+{
+	unsigned max = 8192;
+	cpu_set_t *set = CPU_ALLOC(max);
+	size_t size = CPU_ALLOC_SIZE(max);
+
+	*allowed = NULL;
+	*n = 0;
+	if (!set)
+		return -1;
+	if (sched_getaffinity(0, size, set) < 0 ||
+	    !(*allowed = calloc(max, sizeof(**allowed)))) {
+		CPU_FREE(set);
+		return -1;
+	}
+	for (unsigned pu = 0; pu < max; pu++)
+		(*allowed)[pu] = CPU_ISSET_S(pu, size, set);
+	*n = max;
+	CPU_FREE(set);
+	return 0;
+}
