@@ -4,8 +4,9 @@
 #   tests/bench/launch.sh [REPETITIONS [PYTHON_REPETITIONS]]
 #                                     (root; after building; [10 [3]])
 #
-# Three parts, each printing the median of its runs and the ratio against
-# what a user would run instead, in the same run:
+# Three parts, each printing the median of its runs (the variants of a
+# part interleaved) and the ratio against what a user would run instead,
+# in the same run:
 #
 #  1. srun to the start of the last task's program (each task prints a
 #     timestamp first thing), against plain srun with the same layout:
@@ -18,7 +19,9 @@
 #  3. srun to the end of the first DDP all_reduce (gloo, 8 ranks), against
 #     the same job with the environment written by hand: MASTER_ADDR
 #     worked out once before srun, as a batch script does, RANK and the
-#     rest from Slurm's variables in a shell wrapper.
+#     rest from Slurm's variables in a shell wrapper. With binding off
+#     too: the four nodes here share two cores, so binding costs what it
+#     would not on real nodes, and that row shows the environment alone.
 #
 # Then where the time goes, per context, from one run of each with
 # --dist-train=verbose (plugin/task.c, helper/bootstrap.c print what each
@@ -78,17 +81,7 @@ measure() { # COUNT COMMAND...
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m }'; }
 
-# LABEL REPS COUNT COMMAND...: the median of REPS runs, after a warm-up.
 declare -A result
-run() {
-	local label=$1 n=$2 count=$3 i times=()
-	shift 3
-	measure "$count" "$@" >/dev/null || exit 1
-	for ((i = 0; i < n; i++)); do
-		times+=("$(measure "$count" "$@")") || exit 1
-	done
-	result[$label]=$(printf '%s\n' "${times[@]}" | median)
-}
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "x%.2f", a / b }'; }
 row() { # LABEL [BASELINE]
@@ -133,15 +126,27 @@ for v in "${variants[@]}"; do
 	result[$label]=$(printf '%s\n' ${times_of[$label]} | median)
 done
 
-run "plain torchrun" "$python_reps" 8 srun -N4 --ntasks-per-node=1 -c2 ./torchrun.sh
-run "--dist-train=torchrun" "$python_reps" 8 \
-	srun -N4 --ntasks-per-node=1 -c2 --dist-train=torchrun torchrun stamp.py
-run "DDP, environment by hand" "$python_reps" 8 \
-	env MASTER_ADDR=n1 MASTER_PORT=29500 srun -N4 -n8 ./by-hand.sh
-run "DDP, --dist-train" "$python_reps" 8 \
-	srun -N4 -n8 --dist-train python3 ddp.py
-run "DDP, --mpi=pmix --dist-train" "$python_reps" 8 \
-	srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py
+# The Python variants, interleaved too: LABEL|COMMAND (8 timestamps each).
+python_variants=(
+	"plain torchrun|srun -N4 --ntasks-per-node=1 -c2 ./torchrun.sh"
+	"--dist-train=torchrun|srun -N4 --ntasks-per-node=1 -c2 --dist-train=torchrun torchrun stamp.py"
+	"DDP, environment by hand|env MASTER_ADDR=n1 MASTER_PORT=29500 srun -N4 -n8 ./by-hand.sh"
+	"DDP, --dist-train=bind=off|srun -N4 -n8 --dist-train=bind=off python3 ddp.py"
+	"DDP, --dist-train|srun -N4 -n8 --dist-train python3 ddp.py"
+	"DDP, --mpi=pmix --dist-train|srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py"
+)
+for v in "${python_variants[@]}"; do	# warm-up
+	measure 8 ${v#*|} >/dev/null || exit 1
+done
+for ((i = 0; i < python_reps; i++)); do
+	for v in "${python_variants[@]}"; do
+		t=$(measure 8 ${v#*|}) || exit 1
+		times_of[${v%%|*}]+="$t "
+	done
+done
+for v in "${python_variants[@]}"; do
+	result[${v%%|*}]=$(printf '%s\n' ${times_of[${v%%|*}]} | median)
+done
 
 when="$(nproc) cores, $(date -u +%Y-%m-%d)"
 echo "Launch to the last task's program start, on the local cluster,"
@@ -163,6 +168,7 @@ row "plain torchrun"
 row "--dist-train=torchrun" "plain torchrun"
 echo "To the end of the first DDP all_reduce (gloo), 8 ranks (median of $python_reps):"
 row "DDP, environment by hand"
+row "DDP, --dist-train=bind=off" "DDP, environment by hand"
 row "DDP, --dist-train" "DDP, environment by hand"
 row "DDP, --mpi=pmix --dist-train" "DDP, environment by hand"
 
