@@ -42,9 +42,14 @@ job_file stamp.py <<'EOF2'
 import time
 print(f"{time.time():.4f}", flush=True)
 EOF2
+# USE_LIBUV=0, as a user must write it where torch was built without
+# libuv (Debian 13's 2.6; older ones ignore it) for the workers' store.
+# torchrun's own c10d store does not read it, so plain torchrun cannot
+# run there at all, and its row says so.
 job_file torchrun.sh <<'EOF2'
 #!/bin/sh
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+export USE_LIBUV=0
 exec torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=2 \
 	--rdzv_backend=c10d --rdzv_endpoint="$head:29400" \
 	--rdzv_id="$SLURM_JOB_ID" stamp.py
@@ -62,6 +67,7 @@ EOF2
 job_file by-hand.sh <<'EOF2'
 #!/bin/sh
 export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS
+export USE_LIBUV=0
 exec python3 ddp.py
 EOF2
 
@@ -85,6 +91,11 @@ declare -A result
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "x%.2f", a / b }'; }
 row() { # LABEL [BASELINE]
+	if [ "${result[$1]}" = - ]; then
+		printf '  %-46s did not run here (its error is above)\n' "$1"
+		return
+	fi
+	[ "${2:+${result[$2]}}" = - ] && set -- "$1"
 	printf '  %-46s %7ss  %s\n' "$1" "${result[$1]}" \
 		"${2:+$(ratio "${result[$1]}" "${result[$2]}") vs $2}"
 }
@@ -135,16 +146,23 @@ python_variants=(
 	"DDP, --dist-train|srun -N4 -n8 --dist-train python3 ddp.py"
 	"DDP, --mpi=pmix --dist-train|srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py"
 )
+# A variant that cannot run on this stack at all (its warm-up fails) is
+# left out, and its row says so.
+runnable=()
 for v in "${python_variants[@]}"; do	# warm-up
-	measure 8 ${v#*|} >/dev/null || exit 1
+	if measure 8 ${v#*|} >/dev/null; then
+		runnable+=("$v")
+	else
+		result[${v%%|*}]="-"
+	fi
 done
 for ((i = 0; i < python_reps; i++)); do
-	for v in "${python_variants[@]}"; do
+	for v in "${runnable[@]}"; do
 		t=$(measure 8 ${v#*|}) || exit 1
 		times_of[${v%%|*}]+="$t "
 	done
 done
-for v in "${python_variants[@]}"; do
+for v in "${runnable[@]}"; do
 	result[${v%%|*}]=$(printf '%s\n' ${times_of[${v%%|*}]} | median)
 done
 
