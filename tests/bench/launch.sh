@@ -146,13 +146,14 @@ python_variants=(
 	"DDP, --dist-train|srun -N4 -n8 --dist-train python3 ddp.py"
 	"DDP, --mpi=pmix --dist-train|srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py"
 )
-# A variant that cannot run on this stack at all (its warm-up fails) is
-# left out, and its row says so.
+# A baseline that cannot run on this stack at all (its warm-up fails) is
+# left out, and its row says so; a --dist-train variant must run.
 runnable=()
 for v in "${python_variants[@]}"; do	# warm-up
 	if measure 8 ${v#*|} >/dev/null; then
 		runnable+=("$v")
 	else
+		case ${v%%|*} in *--dist-train*) exit 1 ;; esac
 		result[${v%%|*}]="-"
 	fi
 done
