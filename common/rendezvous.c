@@ -236,10 +236,19 @@ static int format_answer(const struct hmac_sha256_ctx *key,
 	char rest[DT_RDV_LINE_MAX];
 
 	if (reply->ok) {
-		if (!valid_word(reply->address))
+		const struct dt_rdv_view *v = &reply->view;
+		int n;
+
+		if (!valid_word(reply->address) ||
+		    (v->present && !valid_word(v->rank0_host)))
 			return -1;
-		snprintf(rest, sizeof(rest), "%s %u %d", reply->address,
-			 reply->nccl_port, reply->nccl_check ? 1 : 0);
+		n = snprintf(rest, sizeof(rest), "%s %u %d", reply->address,
+			     reply->nccl_port, reply->nccl_check ? 1 : 0);
+		if (v->present)
+			snprintf(rest + n, sizeof(rest) - (size_t)n,
+				 " %u %u %u %u %u %u %s", v->local_rank,
+				 v->local_size, v->world, v->node_id,
+				 v->num_nodes, v->port, v->rank0_host);
 		return answer_line(key, cnonce_hex, "OK", rest, buf, len);
 	}
 	if (strchr(reply->message, '\n'))
@@ -257,8 +266,7 @@ int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 {
 	struct hmac_sha256_ctx key;
 	char cnonce_hex[NONCE_HEX + 1], mac[MAC_HEX + 1], *signed_text;
-	const char *verb_end, *rest, *p;
-	unsigned long port, check;
+	const char *verb_end, *rest;
 	size_t vlen;
 	bool good;
 
@@ -293,11 +301,47 @@ int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 	}
 	if (vlen != 2 || strncmp(line, "OK", 2))
 		return -1;
-	p = rest;
+	return dt_rdv_parse_ok(rest, out);
+}
+
+/* The view at *P, after a space; 0, or -1. */
+static int parse_view(const char *p, struct dt_rdv_view *v)
+{
+	unsigned long n[6];
+
+	for (unsigned i = 0; i < 6; i++)
+		if (*p++ != ' ' ||
+		    parse_num(&p, i == 5 ? 65535 : UINT32_MAX, &n[i]))
+			return -1;
+	if (*p++ != ' ' || take_word(&p, v->rank0_host,
+				     sizeof(v->rank0_host)) < 0 || *p)
+		return -1;
+	/* Sizes that hold together, or none of it counts. */
+	if (n[0] >= n[1] || n[1] > n[2] || n[3] >= n[4] || n[4] > n[2] ||
+	    n[5] == 0)
+		return -1;
+	v->local_rank = (uint32_t)n[0];
+	v->local_size = (uint32_t)n[1];
+	v->world = (uint32_t)n[2];
+	v->node_id = (uint32_t)n[3];
+	v->num_nodes = (uint32_t)n[4];
+	v->port = (uint16_t)n[5];
+	v->present = true;
+	return 0;
+}
+
+int dt_rdv_parse_ok(const char *words, struct dt_rdv_reply *out)
+{
+	const char *p = words;
+	unsigned long port, check;
+
+	memset(out, 0, sizeof(*out));
 	if (take_word(&p, out->address, sizeof(out->address)) < 0 ||
 	    *p++ != ' ' || parse_num(&p, 65535, &port) || *p++ != ' ' ||
-	    parse_num(&p, 1, &check) || *p)
+	    parse_num(&p, 1, &check) || (*p && parse_view(p, &out->view) < 0)) {
+		memset(out, 0, sizeof(*out));
 		return -1;
+	}
 	out->ok = true;
 	out->nccl_port = (uint16_t)port;
 	out->nccl_check = check == 1;

@@ -20,7 +20,10 @@
  *   0 -> leader:  "OK MAC ADDRESS NCCL_PORT NCCL_CHECK\n"     or
  *                 "FAIL MAC MESSAGE\n"
  *   member -> leader (Unix socket): "DTL1 RANK NCCL_OK CNONCE\n"
- *   leader -> member: the answer, made for the member's CNONCE
+ *   leader -> member: the answer, made for the member's CNONCE; where the
+ *                 leader has PMIx, an OK ends with the member's view:
+ *                 "OK MAC ADDRESS NCCL_PORT NCCL_CHECK LOCAL_RANK
+ *                  LOCAL_SIZE WORLD NODE_ID NUM_NODES PORT RANK0_HOST\n"
  *
  * RANKS is a list of ascending ranks and ranges ("3", "8-15,17"). NONCE
  * and CNONCE are 16 bytes, MAC 32, in hex. The hello's MAC is
@@ -30,6 +33,11 @@
  * ADDRESS is rank 0's address that the ranks reached (for NCCL_COMM_ID);
  * NCCL_OK says the ranks could run an NCCL all-reduce, NCCL_CHECK that all
  * could, so they will.
+ *
+ * Only a node's leader needs to be a PMIx client (PMIx_Init is most of a
+ * PMIx step's launch cost): a member claims its rank, the leader checks
+ * it against PMIx and hands back what PMIx says of it (struct dt_rdv_view),
+ * which the member cross-checks with Slurm as it would PMIx's own word.
  *
  * Rank 0's side is a state machine over connections (dt_rdv_server): the
  * caller's event loop feeds it what arrives and does what it decides.
@@ -61,11 +69,24 @@ struct dt_rdv_hello {
 	bool nccl_ok;		/* all of them */
 };
 
+/* What PMIx says of a member, from its leader (an OK's last words). */
+struct dt_rdv_view {
+	bool present;
+	uint32_t local_rank;	/* PMIX_LOCAL_RANK */
+	uint32_t local_size;	/* PMIX_LOCAL_SIZE */
+	uint32_t world;		/* PMIX_JOB_SIZE */
+	uint32_t node_id;	/* PMIX_NODEID */
+	uint32_t num_nodes;	/* PMIX_NUM_NODES */
+	uint16_t port;		/* rank 0's rendezvous port, MASTER_PORT */
+	char rank0_host[256];	/* PMIX_HOSTNAME of rank 0 */
+};
+
 struct dt_rdv_reply {
 	bool ok;
 	char address[64];	/* OK */
 	uint16_t nccl_port;	/* OK */
 	bool nccl_check;	/* OK */
+	struct dt_rdv_view view; /* OK, from a leader with PMIx */
 	char message[DT_RDV_LINE_MAX]; /* FAIL */
 };
 
@@ -114,6 +135,13 @@ void dt_rdv_node_socket(const uint8_t secret[DT_SECRET_LEN],
 int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 		       const uint8_t cnonce[DT_RDV_NONCE_LEN],
 		       const char *line, struct dt_rdv_reply *out);
+
+/*
+ * The words of a proven OK answer after its MAC ("ADDRESS NCCL_PORT
+ * NCCL_CHECK", and the view if there is one) into OUT; 0, or -1 when they
+ * are malformed or the view contradicts itself.
+ */
+int dt_rdv_parse_ok(const char *words, struct dt_rdv_reply *out);
 
 /* Rank 0's side. */
 struct dt_rdv_server_config {

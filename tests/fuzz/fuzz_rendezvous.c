@@ -4,7 +4,8 @@
  * (garbage, or hellos proven with the right or a wrong secret), closing,
  * and time passing. The core must never believe an unproven word, count a
  * rank twice, or hold more strangers than its bound. The ranks' side reads
- * the same input as an answer from rank 0.
+ * the same input as an answer from rank 0, and as the words of one that
+ * was proven (a member's view among them).
  */
 #include "config.h"
 
@@ -42,6 +43,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(s);
 	/* Whatever arrives as an answer is refused unless rank 0 made it. */
 	FUZZ_ASSERT(dt_rdv_read_answer(secret, cnonce, text, &reply) == -1);
+	/* A proven answer's words: taken only whole and consistent. */
+	if (dt_rdv_parse_ok(text, &reply) == 0) {
+		const struct dt_rdv_view *v = &reply.view;
+
+		FUZZ_ASSERT(reply.ok && reply.address[0]);
+		FUZZ_ASSERT(!v->present ||
+			    (v->local_rank < v->local_size &&
+			     v->local_size <= v->world &&
+			     v->node_id < v->num_nodes &&
+			     v->num_nodes <= v->world && v->port &&
+			     v->rank0_host[0]));
+	} else {
+		FUZZ_ASSERT(!reply.ok && !reply.view.present);
+	}
 	slots = dt_rdv_server_slots(s);
 	conns = calloc(slots, sizeof(*conns));
 	FUZZ_ASSERT(conns);

@@ -362,6 +362,52 @@ static void test_members(void)
 	CU_ASSERT_EQUAL(back.nccl_port, 1234);
 	c2[0] ^= 1;
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c2, line, &back), -1);
+	CU_ASSERT_FALSE(back.view.present);
+
+	/* From a leader with PMIx, the member's view, proven with the rest. */
+	ok.view = (struct dt_rdv_view){ .present = true, .local_rank = 3,
+		.local_size = 5, .world = 8, .node_id = 0, .num_nodes = 4,
+		.port = 29500, .rank0_host = "n1" };
+	n = dt_rdv_answer_for(secret, c, &ok, line, sizeof(line));
+	CU_ASSERT(n > 0);
+	line[n - 1] = '\0';
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " 3 5 8 0 4 29500 n1"));
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), 0);
+	CU_ASSERT_TRUE(back.ok && back.view.present &&
+		       back.view.local_rank == 3 && back.view.local_size == 5 &&
+		       back.view.world == 8 && back.view.node_id == 0 &&
+		       back.view.num_nodes == 4 && back.view.port == 29500);
+	CU_ASSERT_STRING_EQUAL(back.view.rank0_host, "n1");
+	line[n - 2] = '2';	/* "n2": the MAC no longer holds */
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), -1);
+	/* A view that contradicts itself is not made, nor read. */
+	ok.view.local_rank = 5;
+	CU_ASSERT_EQUAL(dt_rdv_answer_for(secret, c, &ok, line, sizeof(line)) > 0,
+			true);
+	line[strlen(line) - 1] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), -1);
+	ok.view.rank0_host[0] = '\0';
+	CU_ASSERT_EQUAL(dt_rdv_answer_for(secret, c, &ok, line, sizeof(line)),
+			-1);
+
+	/* The proven words alone. */
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1", &back), 0);
+	CU_ASSERT_TRUE(back.nccl_check && !back.view.present);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1 h",
+					&back), 0);
+	CU_ASSERT_TRUE(back.view.present && back.view.world == 1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 0 h",
+					&back), -1);	/* port 0 */
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 2 1 0 1 1 h",
+					&back), -1);	/* 2 local of 1 */
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 4 4 4 1 h",
+					&back), -1);	/* node 4 of 4 */
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1 h x",
+					&back), -1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1", &back),
+			-1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 ", &back), -1);
+	CU_ASSERT_FALSE(back.ok);
 
 	/* The node socket: from the secret, per step and host. */
 	dt_rdv_node_socket(secret, "7.0", "n1", name);
