@@ -177,12 +177,23 @@ struct task {
 	struct dt_hostlist *nodes;
 	struct dt_tasks_per_node tpn;
 	bool block_layout;
+	/*
+	 * A member of a PMIx step that srun gave the secret: its leader is
+	 * the node's PMIx client and tells it PMIx's view, which is checked
+	 * against Slurm's (SLURM, SLURM_IDS) as PMIx's own word would be.
+	 */
+	bool pmix_by_leader;
+	struct dt_layout slurm;
+	struct dt_task_ids slurm_ids;
+	/* A leader with PMIx: what it checks and tells its members. */
+	struct node_views views;
 };
 
 static void task_free(struct task *t)
 {
 	pmix_close(t->pmix);
 	dt_layout_free(&t->layout);
+	dt_layout_free(&t->slurm);
 	dt_hostlist_free(t->nodes);
 	dt_tpn_free(&t->tpn);
 }
@@ -256,7 +267,27 @@ static int find_place(struct task *t, char *err, size_t errlen)
 				  !strncmp(step.distribution, "block", 5);
 	}
 
-	if (want_pmix) {
+	/*
+	 * PMIx_Init is most of what PMIx costs a launch: where srun gave the
+	 * step's secret, which names the node's socket, only the node's
+	 * leader pays it.
+	 */
+	if (want_pmix && in_slurm && step_secret.have &&
+	    slurm_ids.local_rank != 0) {
+		const char *claimed = getenv("PMIX_RANK");
+
+		if (claimed && strtoul(claimed, NULL, 10) != slurm_ids.rank) {
+			snprintf(err, errlen, "PMIx and Slurm disagree on "
+				 "this task's rank: PMIx says %s, Slurm %u",
+				 claimed, slurm_ids.rank);
+			goto out;
+		}
+		t->pmix_by_leader = true;
+		t->slurm = slurm;
+		memset(&slurm, 0, sizeof(slurm));
+		t->slurm_ids = slurm_ids;
+		t->ids = slurm_ids;
+	} else if (want_pmix) {
 		if (pmix_open(&t->pmix, err, errlen) < 0 ||
 		    pmix_view(t->pmix, &view, err, errlen) < 0 ||
 		    dt_layout_from_pmix(&view, in_slurm ? &slurm : NULL,
@@ -395,6 +426,48 @@ static int listen_node(const struct task *t, char *err, size_t errlen)
 	return node_listen(name, err, errlen);
 }
 
+/* A member claims RANK: PMIx must place it on this node, not as its
+ * leader. */
+static int member_place(uint32_t rank, uint32_t *local_rank, char *err,
+			size_t errlen, void *arg)
+{
+	struct task *t = arg;
+	uint32_t node_id;
+
+	if (pmix_place_of(t->pmix, rank, &node_id, local_rank, err,
+			  errlen) < 0)
+		goto refuse;
+	if (node_id == t->layout.node_rank && *local_rank != t->ids.local_rank)
+		return 0;
+	snprintf(err, errlen, "a task on %s claimed rank %u, which PMIx puts "
+		 "%s: it was not let speak for it", t->host, rank,
+		 node_id == t->layout.node_rank ? "on this node as its local "
+		 "rank 0" : "on another node");
+refuse:
+	/* The leader reports it: the claim may not come from the step. */
+	helper_error("%s", err);
+	return -1;
+}
+
+/* A leader that is a PMIx client tells its members PMIx's view. */
+static const struct node_views *leader_views(struct task *t)
+{
+	struct dt_rdv_view *base = &t->views.base;
+
+	if (!t->pmix || t->layout.local_size < 2)
+		return NULL;
+	t->views.check = member_place;
+	t->views.arg = t;
+	base->local_size = t->layout.local_size;
+	base->world = t->layout.world_size;
+	base->node_id = t->layout.node_rank;
+	base->num_nodes = t->layout.num_nodes;
+	base->port = t->ports.port[0];
+	snprintf(base->rank0_host, sizeof(base->rank0_host), "%s",
+		 t->layout.master_addr);
+	return &t->views;
+}
+
 /* Rank 0: listen, publish, wait for everyone. */
 static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 			    uint64_t deadline, struct rendezvous_result *res,
@@ -434,6 +507,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 			if (params.node_fd < 0)
 				goto out;
 			params.members = t->layout.local_size - 1;
+			params.views = leader_views(t);
 		}
 		if (resolve(t->layout.master_addr, address,
 			    sizeof(address)) == 0)
@@ -549,12 +623,45 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	}
 	gather_by = deadline > now_ms() + 6000 ? deadline - 3000 : deadline;
 	rc = node_lead(node_fd, t->layout.local_size, gather_by,
-		       t->layout.master_addr, t->ports.port[0],
+		       leader_views(t), t->layout.master_addr, t->ports.port[0],
 		       step_secret.bytes, hello, deadline, reply_wait, res,
 		       quiet, err, errlen);
 	if (node_fd >= 0)
 		close(node_fd);
 	return rc;
+}
+
+/* A member without PMIx: its layout from PMIx's view that its leader
+ * sent, checked against Slurm's as pmix_view's would be. */
+static int apply_view(struct task *t, const struct rendezvous_result *res,
+		      char *err, size_t errlen)
+{
+	const struct dt_rdv_view *v = &res->view;
+	struct dt_pmix_view view;
+
+	if (!v->present) {
+		snprintf(err, errlen, "this node's local rank 0 did not pass "
+			 "on what PMIx says of this rank: are all nodes "
+			 "running the same dist-train version?");
+		return -1;
+	}
+	memset(&view, 0, sizeof(view));
+	view.rank = t->ids.rank;
+	view.local_rank = v->local_rank;
+	view.world_size = v->world;
+	view.local_size = v->local_size;
+	view.node_id = v->node_id;
+	view.num_nodes = v->num_nodes;
+	view.rank0_host = v->rank0_host;
+	if (dt_layout_from_pmix(&view, &t->slurm, &t->slurm_ids, &t->layout,
+				err, errlen) < 0)
+		return -1;
+	t->ids.local_rank = v->local_rank;
+	/* Rank 0 moved off the step's first port: it was taken. */
+	if (v->port != t->ports.port[0])
+		t->ports.source = DT_PORT_PROBED;
+	t->ports.port[0] = v->port;
+	return 0;
 }
 
 /* The NCCL all-reduce of --dist-train=check, when every rank can. */
@@ -611,7 +718,9 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 				     sizeof(err)) < 0)
 			goto fail;
 	} else if (rendezvous_join(&t, &hello, deadline, &res, &quiet, err,
-				   sizeof(err)) < 0) {
+				   sizeof(err)) < 0 ||
+		   (t.pmix_by_leader &&
+		    apply_view(&t, &res, err, sizeof(err)) < 0)) {
 		goto fail;
 	}
 	met = now_ms();
@@ -657,7 +766,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 		fprintf(stderr, DT_NAME ": rank %u: the helper took: place %llu "
 			"ms%s, rendezvous %llu ms, the rest %llu ms\n",
 			t.ids.rank, (unsigned long long)(placed - started),
-			t.pmix ? " (PMIx)" : "",
+			t.pmix ? " (PMIx)" :
+			t.pmix_by_leader ? " (PMIx by the node's leader)" : "",
 			(unsigned long long)(met - placed),
 			(unsigned long long)(now_ms() - met));
 	rc = 0;

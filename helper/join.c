@@ -91,6 +91,7 @@ int join_verdict(const uint8_t *secret, const uint8_t *cnonce,
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
 	res->nccl_port = reply.nccl_port;
 	res->nccl_check = reply.nccl_check;
+	res->view = reply.view;
 	return 0;
 }
 

@@ -83,12 +83,28 @@ int node_member_read(struct node_member *m)
 	return 1;
 }
 
-void node_member_answer(struct node_member *m, const uint8_t *secret,
-			const struct dt_rdv_reply *reply)
+int node_member_check(struct node_member *m, const struct node_views *views,
+		      char *err, size_t errlen)
 {
+	if (!views)
+		return 0;
+	return views->check(m->rank, &m->local_rank, err, errlen, views->arg);
+}
+
+void node_member_answer(struct node_member *m, const uint8_t *secret,
+			const struct dt_rdv_reply *reply,
+			const struct node_views *views)
+{
+	struct dt_rdv_reply mine = *reply;
 	char line[DT_RDV_LINE_MAX];
-	int n = dt_rdv_answer_for(secret, m->cnonce, reply, line,
-				  sizeof(line));
+	int n;
+
+	if (views && reply->ok) {
+		mine.view = views->base;
+		mine.view.local_rank = m->local_rank;
+		mine.view.present = true;
+	}
+	n = dt_rdv_answer_for(secret, m->cnonce, &mine, line, sizeof(line));
 
 	if (n > 0)
 		net_send_all(m->fd, line, (size_t)n, now_ms() + 5000);
@@ -103,9 +119,28 @@ static int compare_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* As node_member_read; a member VIEWS does not place here is told why
+ * (its fd closed) and dropped. */
+static int read_member(struct node_member *m, const struct node_views *views,
+		       const uint8_t *secret)
+{
+	struct dt_rdv_reply refusal;
+	int got = node_member_read(m);
+
+	if (got <= 0)
+		return got;
+	memset(&refusal, 0, sizeof(refusal));
+	if (node_member_check(m, views, refusal.message,
+			      sizeof(refusal.message)) == 0)
+		return 1;
+	node_member_answer(m, secret, &refusal, NULL);
+	return -1;
+}
+
 /* Members until EXPECTED have joined or DEADLINE; how many joined. */
 static uint32_t gather(int listen_fd, struct node_member *m,
-		       uint32_t expected, uint64_t deadline)
+		       uint32_t expected, uint64_t deadline,
+		       const struct node_views *views, const uint8_t *secret)
 {
 	struct pollfd *p = calloc(expected + 1, sizeof(*p));
 	uint32_t open = 0, joined = 0;
@@ -129,13 +164,14 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 
 			if (!p[i + 1].revents || m[i].joined)
 				continue;
-			got = node_member_read(&m[i]);
+			got = read_member(&m[i], views, secret);
 			if (got > 0) {
 				m[i].joined = true;
 				joined++;
 			} else if (got < 0) {
 				/* Not a member after all: its place is free. */
-				close(m[i].fd);
+				if (m[i].fd >= 0)
+					close(m[i].fd);
 				m[i--] = m[--open];
 				p[i + 2] = p[open + 1];
 			}
@@ -162,7 +198,7 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 }
 
 int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
-	      const char *host, uint16_t port, const uint8_t *secret,
+	      const struct node_views *views, const char *host, uint16_t port, const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
 	      uint64_t reply_wait_ms, struct rendezvous_result *res,
 	      bool *from_rank0, char *err, size_t errlen)
@@ -178,7 +214,8 @@ int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	joined = gather(listen_fd, m, local_size - 1, gather_deadline_ms);
+	joined = gather(listen_fd, m, local_size - 1, gather_deadline_ms, views,
+			secret);
 	ranks[0] = self->ranks[0];
 	for (uint32_t i = 0; i < joined; i++) {
 		ranks[i + 1] = m[i].rank;
@@ -207,7 +244,7 @@ answer:
 		snprintf(reply.message, sizeof(reply.message), "%s", err);
 	}
 	for (uint32_t i = 0; i < joined; i++)
-		node_member_answer(&m[i], secret, &reply);
+		node_member_answer(&m[i], secret, &reply, views);
 	/* The members say nothing of a failure their leader reports. */
 out:
 	free(m);

@@ -238,6 +238,19 @@ const char *pmix_rank_host(struct pmix_session *s, uint32_t rank)
 	return s->hosts[rank];
 }
 
+int pmix_place_of(struct pmix_session *s, uint32_t rank, uint32_t *node_id,
+		  uint32_t *local_rank, char *err, size_t errlen)
+{
+	if (rank >= s->world) {
+		snprintf(err, errlen, "rank %u is past the job's %u ranks",
+			 rank, s->world);
+		return -1;
+	}
+	return get_u32(s, rank, PMIX_NODEID, node_id, err, errlen) < 0 ||
+	       get_u32(s, rank, PMIX_LOCAL_RANK, local_rank, err, errlen) < 0 ?
+	       -1 : 0;
+}
+
 int pmix_publish(struct pmix_session *s, const char *key, const char *value,
 		 char *err, size_t errlen)
 {
@@ -390,6 +403,14 @@ const char *pmix_rank_host(struct pmix_session *s, uint32_t rank)
 {
 	(void)s, (void)rank;
 	return NULL;
+}
+
+int pmix_place_of(struct pmix_session *s, uint32_t rank, uint32_t *node_id,
+		  uint32_t *local_rank, char *err, size_t errlen)
+{
+	(void)s, (void)rank, (void)node_id, (void)local_rank;
+	snprintf(err, errlen, "no PMIx");
+	return -1;
 }
 
 int pmix_publish(struct pmix_session *s, const char *key, const char *value,

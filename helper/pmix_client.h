@@ -29,6 +29,10 @@ int pmix_view(struct pmix_session *s, struct dt_pmix_view *view,
 /* Host of RANK (owned by the session, cached), or NULL. */
 const char *pmix_rank_host(struct pmix_session *s, uint32_t rank);
 
+/* Where RANK runs: its PMIX_NODEID and PMIX_LOCAL_RANK; 0, or -1 and ERR. */
+int pmix_place_of(struct pmix_session *s, uint32_t rank, uint32_t *node_id,
+		  uint32_t *local_rank, char *err, size_t errlen);
+
 /* Publish KEY=VALUE for every rank, and commit. */
 int pmix_publish(struct pmix_session *s, const char *key, const char *value,
 		 char *err, size_t errlen);

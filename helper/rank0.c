@@ -199,13 +199,15 @@ static void member_readable(struct loop *l, uint32_t i)
 		return;
 	if (got > 0) {
 		memset(&refusal, 0, sizeof(refusal));
-		if (dt_rdv_join_member(l->srv, m->rank, m->nccl_ok,
+		if (node_member_check(m, l->p->views, refusal.message,
+				      sizeof(refusal.message)) == 0 &&
+		    dt_rdv_join_member(l->srv, m->rank, m->nccl_ok,
 				       l->p->self->host, refusal.message,
 				       sizeof(refusal.message)) == 0) {
 			m->joined = true;
 			return;
 		}
-		node_member_answer(m, l->p->secret, &refusal);
+		node_member_answer(m, l->p->secret, &refusal, NULL);
 		return;
 	}
 	/* Gone before the answer: missing again. */
@@ -225,7 +227,7 @@ static void answer_all(struct loop *l, const struct dt_rdv_reply *reply)
 	for (uint32_t i = 0; i < l->nmembers; i++)
 		if (l->members[i].fd >= 0 && l->members[i].joined)
 			node_member_answer(&l->members[i], l->p->secret,
-					   reply);
+					   reply, l->p->views);
 
 	for (uint32_t id = 0; id < l->slots; id++) {
 		int n;

@@ -20,7 +20,10 @@ struct rendezvous_result {
 	char address[64];	/* rank 0's IP address that ranks reached */
 	uint16_t nccl_port;
 	bool nccl_check;	/* every rank can run the NCCL check */
+	struct dt_rdv_view view; /* a member's, from a leader with PMIx */
 };
+
+struct node_views;
 
 struct rank0_params {
 	const struct dt_rdv_hello *self;	/* rank 0, and the world */
@@ -37,6 +40,7 @@ struct rank0_params {
 	 * and how many members to expect there. */
 	int node_fd;
 	uint32_t members;
+	const struct node_views *views;	/* or NULL (helper/node.h) */
 	uint32_t nodes;			/* the step's: one connection each */
 	/* Rank 0's address, for when no other node connects. */
 	const char *address;

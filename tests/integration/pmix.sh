@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 20
+plan 21
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -26,6 +26,10 @@ check "srun --mpi=pmix -N4 -n8 --dist-train runs" test $? = 0 || show_output
 bad=$(layout_errors pmix)
 check "every task's values come from PMIx and match the 5,1,1,1 layout" \
 	test -z "$bad" -a "$(count_lines '^TASK ')" = 8 || { diag "$bad"; show_output; }
+
+job srun -N4 -n8 --mpi=pmix --dist-train=verbose true
+check "one PMIx client per node, its local rank 0; the node's other ranks get PMIx's view from it" \
+	eval '[ "$(grep -c "the helper took: place [0-9]* ms (PMIx)," "$ERR")" = 4 ] && [ "$(grep -c "the helper took: place [0-9]* ms (PMIx by the node.s leader)," "$ERR")" = 4 ]' || show_output
 
 job srun -N4 -n8 --mpi=pmix --dist-train /usr/bin/python3 allreduce.py
 check "PyTorch gloo all_reduce with PMIx ranks" \
@@ -49,7 +53,7 @@ check "... because the program uses PMIx's hash store (PMIX_MCA_gds=hash)" \
 # (the nodes of this cluster share one network, so: anywhere).
 job_file held-port.sh <<'EOF'
 #!/bin/bash
-#SBATCH -N4 -n4 -o held-port.out
+#SBATCH -N4 -n8 -o held-port.out
 # Step 0's first port, by the rule in dist_train(8).
 port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
 python3 -c "import socket, time
@@ -66,8 +70,8 @@ job sbatch --wait held-port.sh
 cp "$JOBS/held-port.out" "$OUT" 2>/dev/null
 held=$(sed -n 's/^HELD //p' "$OUT")
 check "with the default port taken on rank 0's node, the step still succeeds" \
-	test "$(count_lines '^ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 4 || show_output
-check "... on another port, which rank 0 found free" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+check "... on another port, which rank 0 found free, and which a node's leader passes on" \
 	eval '[ -n "$held" ] && [ "$(grep "^PORT " "$OUT" | sort -u | wc -l)" = 1 ] && ! grep -q "^PORT $held " "$OUT" && grep -q "^PORT [0-9]* probed$" "$OUT"' || show_output
 
 # One node's helper starts 5 s late: nobody's program starts before it.
