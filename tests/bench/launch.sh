@@ -12,7 +12,10 @@
 #     timestamp first thing), against plain srun with the same layout:
 #     the default, binding off, PMIx, PMIx with the check (the NCCL
 #     all-reduce where every rank has a GPU, else the rendezvous alone),
-#     and 8, 32 and 64 tasks on the 4 nodes (--overcommit).
+#     and 8, 32 and 64 tasks on the 4 nodes (--overcommit). At 64 tasks,
+#     with binding off too: --overcommit gives each node one CPU, the same
+#     core 0 on all four "nodes" here, where plain srun's tasks spread
+#     over both cores; that row shows the plugin's own cost.
 #  2. torchrun mode against plain torchrun (one agent per node, c10d
 #     rendezvous on the first node written on its command line), to the
 #     start of the last worker.
@@ -114,8 +117,10 @@ variants=(
 	"--dist-train, 32 tasks|-N4 -n32 --overcommit|--dist-train"
 	"plain srun, 64 tasks|-N4 -n64 --overcommit|"
 	"--dist-train, 64 tasks|-N4 -n64 --overcommit|--dist-train"
+	"--dist-train=bind=off, 64 tasks|-N4 -n64 --overcommit|--dist-train=bind=off"
 	"plain srun --mpi=pmix, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|"
 	"--mpi=pmix --dist-train, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|--dist-train"
+	"--mpi=pmix --dist-train=bind=off, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|--dist-train=bind=off"
 )
 tasks_of() { sed 's/.*-n\([0-9]*\).*/\1/' <<<"$1"; }
 declare -A times_of
@@ -180,8 +185,10 @@ for n in 32 64; do
 	row "plain srun, $n tasks"
 	row "--dist-train, $n tasks" "plain srun, $n tasks"
 done
+row "--dist-train=bind=off, 64 tasks" "plain srun, 64 tasks"
 row "plain srun --mpi=pmix, 64 tasks"
 row "--mpi=pmix --dist-train, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+row "--mpi=pmix --dist-train=bind=off, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
 echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
 row "plain torchrun"
 row "--dist-train=torchrun" "plain torchrun"
