@@ -242,11 +242,13 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 				       (req->socket_ifname[0] == '='));
 	}
 	/*
-	 * PMIx 4.2 under Slurm 22.05 serves a rank's second client (the
-	 * program, after the helper) wrong per-process data from its shared
-	 * memory store; its hash store serves it right.
+	 * The program's PMIx client gets the hash store. PMIx 4.2 under
+	 * Slurm 22.05 serves a rank's second client (the program, after the
+	 * helper) wrong per-process data from its shared-memory store, and
+	 * PMIx 5's (shmem2) now and then fails the client of a rank whose
+	 * helper was not one (PMIX_ERR_BAD_PARAM in gds_shmem2.c).
 	 */
-	if (req->was_pmix_client)
+	if (req->pmix_bootstrap)
 		rc |= push_unless_user(out, req, "PMIX_MCA_gds", "hash");
 
 	/* Without an agent nobody hosts that store: every rank would wait. */

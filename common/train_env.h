@@ -46,7 +46,7 @@ struct dt_env_request {
 	/* Set by the helper's bootstrap; NULL/false otherwise. */
 	const char *nccl_comm_id;	/* "ADDRESS:PORT" of rank 0 */
 	const char *socket_ifname;	/* the interface towards rank 0 */
-	bool was_pmix_client;		/* this rank already used PMIx */
+	bool pmix_bootstrap;		/* the ranks met through PMIx */
 };
 
 /*

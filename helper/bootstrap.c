@@ -758,7 +758,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	req.getenv = process_getenv;
 	req.nccl_comm_id = cfg->nccl && res.nccl_port ? comm_id : NULL;
 	req.socket_ifname = have_ifname ? ifname : NULL;
-	req.was_pmix_client = t.pmix != NULL;
+	req.pmix_bootstrap = t.pmix || t.pmix_by_leader;
 	if (dt_train_env(&req, out, err, sizeof(err)) < 0)
 		goto fail;
 	/* tests/bench/launch.sh reads where the time went. */

@@ -46,8 +46,8 @@ check "a PMIx program started after the bootstrap sees its own rank, local rank 
 	test "$(awk '/^PEER / { split($2, r, "[=/]"); split($3, l, "[=/]"); split($4, n, "[=/]");
 		if (r[2] == r[3] && l[2] == l[3] && n[2] == n[3] && $5 == "host0=n1") ok++ }
 		END { print ok + 0 }' "$OUT")" = 8 || show_output
-check "... because the program uses PMIx's hash store (PMIX_MCA_gds=hash)" \
-	eval 'job srun -N2 -n2 --mpi=pmix --dist-train printenv PMIX_MCA_gds && test "$(count_lines "^hash$")" = 2'
+check "... because every task's program uses PMIx's hash store (PMIX_MCA_gds=hash)" \
+	eval 'job srun -N2 -n4 --mpi=pmix --dist-train printenv PMIX_MCA_gds && test "$(count_lines "^hash$")" = 4'
 
 # A program already listens on the step's first port on rank 0's node
 # (the nodes of this cluster share one network, so: anywhere).

@@ -222,7 +222,7 @@ static void test_helper_additions(void)
 	req.getenv_arg = envp;
 	req.nccl_comm_id = "10.0.0.1:20257";
 	req.socket_ifname = "=eth0";
-	req.was_pmix_client = true;
+	req.pmix_bootstrap = true;
 	CU_ASSERT_EQUAL(dt_train_env(&req, &env, NULL, 0), 0);
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "NCCL_COMM_ID"),
 			       "10.0.0.1:20257");
