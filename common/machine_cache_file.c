@@ -147,15 +147,17 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	char tmp[4200];
 	char *text = NULL;
 	size_t len;
-	int fd = -1, rc = -1;
+	int fd = -1, rc = 1;
 
 	if (geteuid() != 0) {
 		dt_errf(err, errlen, "only root writes %s", path);
 		return -1;
 	}
-	if (own_folder(path, err, errlen) < 0 ||
-	    dt_machine_discover_whole(whole, err, errlen) < 0)
+	if (dt_machine_discover_whole(whole, err, errlen) < 0)
 		return -1;
+	/* From here on the discovery stands, saved or not. */
+	if (own_folder(path, err, errlen) < 0)
+		return 1;
 	len = dt_machine_format(whole, fingerprint, NULL, 0);
 	text = malloc(len + 1);
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
@@ -165,8 +167,10 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 			text ? strerror(errno) : "out of memory");
 		goto out;
 	}
+	/* Written through before it takes the name: a crash leaves the old
+	 * file or the new one, never an empty one. */
 	if (fchmod(fd, 0644) < 0 || write(fd, text, len) != (ssize_t)len ||
-	    rename(tmp, path) < 0) {
+	    fsync(fd) < 0 || rename(tmp, path) < 0) {
 		dt_errf(err, errlen, "cannot write %s: %s", path,
 			strerror(errno));
 		unlink(tmp);
@@ -177,8 +181,6 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(text);
-	if (rc < 0)
-		dt_machine_free(whole);
 	return rc;
 }
 

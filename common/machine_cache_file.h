@@ -29,7 +29,9 @@ int dt_machine_cache_read(const char *path, const char *fingerprint,
 /*
  * As root: discover this node whole and replace PATH with it atomically,
  * its folder made root's and 0755 if missing (refused if it is anyone
- * else's). WHOLE gets the machine. 0, or -1 with ERR.
+ * else's). WHOLE gets the machine. 0; 1 with ERR when the machine was
+ * discovered (WHOLE holds it) but could not be saved; -1 with ERR when
+ * it could not be discovered.
  */
 int dt_machine_cache_write(const char *path, const char *fingerprint,
 			   struct dt_machine *whole, char *err,

@@ -95,11 +95,14 @@ int slurmstepd_post_opt(spank_t sp)
 				   &st->whole, err, sizeof(err));
 	if (rc < 0)
 		dt_log_info("%s", err);
-	if (rc != 0 &&
-	    dt_machine_cache_write(st->site.topology_cache, fingerprint,
-				   &st->whole, err, sizeof(err)) < 0) {
-		dt_log_info("no node cache: %s", err);
-		return 0;
+	if (rc != 0) {
+		rc = dt_machine_cache_write(st->site.topology_cache,
+					    fingerprint, &st->whole, err,
+					    sizeof(err));
+		if (rc != 0)
+			dt_log_info("no node cache: %s", err);
+		if (rc < 0)
+			return 0;
 	}
 	st->have_whole = true;
 	return 0;
