@@ -198,7 +198,8 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 }
 
 int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
-	      const struct node_views *views, const char *host, uint16_t port, const uint8_t *secret,
+	      const struct node_views *views, const char *host, uint16_t port,
+	      const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
 	      uint64_t reply_wait_ms, struct rendezvous_result *res,
 	      bool *from_rank0, char *err, size_t errlen)
