@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 21
+plan 22
 
 # A cache of this cluster's own, empty at first: the first step below
 # writes it, every later one reads it.
@@ -103,6 +103,13 @@ chmod 0666 "$cache"
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
 check "... one that is not root's alone is not believed: root's again, the same binding" \
 	eval '[ "$(stat -c %U:%a "$cache")" = root:644 ] && matches_plan "$JOBS/plan-2.json"' || show_output
+# A folder that is not root's is not written in; the node discovered for
+# the cache still serves the step.
+rm -f "$cache"
+chown nobody "${cache%/*}"
+job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
+check "... in a folder that is not root's: nothing written there, the same binding" \
+	eval '[ ! -e "$cache" ] && matches_plan "$JOBS/plan-2.json"' || show_output
 rm -rf "${cache%/*}"
 set_plugin_args topology-cache=off
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
