@@ -380,7 +380,8 @@ static void test_members(void)
 	CU_ASSERT_STRING_EQUAL(back.view.rank0_host, "n1");
 	line[n - 2] = '2';	/* "n2": the MAC no longer holds */
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), -1);
-	/* A view that contradicts itself is not made, nor read. */
+	/* A view that contradicts itself is refused by its reader; one
+	 * without rank 0's host is not even made. */
 	ok.view.local_rank = 5;
 	CU_ASSERT_EQUAL(dt_rdv_answer_for(secret, c, &ok, line, sizeof(line)) > 0,
 			true);
