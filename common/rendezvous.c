@@ -42,6 +42,7 @@ static bool mac_equal(const char *a, const char *b)
 	return memeql_sec(a, b, MAC_HEX) != 0;
 }
 
+#define CHALLENGE_DOMAIN "dist-train challenge "
 #define HELLO_DOMAIN "dist-train hello "
 #define ANSWER_DOMAIN "dist-train answer "
 
@@ -113,6 +114,49 @@ static int format_ranks(const uint32_t *ranks, uint32_t n, char *buf,
 	return (int)used;
 }
 
+/* The nonce of CHALLENGE ("DTB2 NONCE ..."); 0, or -1 if it has none. */
+static int challenge_nonce(const char *challenge,
+			   uint8_t nonce[DT_RDV_NONCE_LEN])
+{
+	if (strncmp(challenge, MAGIC " ", 5) ||
+	    strnlen(challenge + 5, NONCE_HEX + 1) < NONCE_HEX + 1 ||
+	    challenge[5 + NONCE_HEX] != ' ')
+		return -1;
+	return dt_hex_decode(challenge + 5, NONCE_HEX, nonce,
+			     DT_RDV_NONCE_LEN) < 0 ? -1 : 0;
+}
+
+/* The words of a challenge after its nonce, "PORT MAC", made by KEY. */
+static int challenge_proof(const struct hmac_sha256_ctx *key,
+			   const char *nonce_hex, uint16_t port, char *buf,
+			   size_t len)
+{
+	char port_text[8], mac[MAC_HEX + 1];
+	int n = snprintf(port_text, sizeof(port_text), "%u", port);
+
+	mac_hex(key, CHALLENGE_DOMAIN, nonce_hex, port_text, (size_t)n, mac);
+	n = snprintf(buf, len, "%s %s", port_text, mac);
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+int dt_rdv_challenge_ok(const uint8_t secret[DT_SECRET_LEN],
+			const char *challenge, uint16_t port)
+{
+	struct hmac_sha256_ctx key;
+	char proof[8 + MAC_HEX + 1];
+	const char *words = challenge + 5 + NONCE_HEX + 1;
+	uint8_t nonce[DT_RDV_NONCE_LEN];
+
+	if (challenge_nonce(challenge, nonce) < 0)
+		return -1;
+	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
+	if (challenge_proof(&key, challenge + 5, port, proof,
+			    sizeof(proof)) < 0 ||
+	    strnlen(words, sizeof(proof)) != strlen(proof))
+		return -1;
+	return memeql_sec(words, proof, strlen(proof)) ? 0 : -1;
+}
+
 int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
 		      const uint8_t cnonce[DT_RDV_NONCE_LEN],
 		      const char *challenge, const struct dt_rdv_hello *hello,
@@ -123,10 +167,8 @@ int dt_rdv_hello_line(const uint8_t secret[DT_SECRET_LEN],
 	char cnonce_hex[NONCE_HEX + 1], mac[MAC_HEX + 1];
 	int body, n, r;
 
-	if (strncmp(challenge, MAGIC " ", 5) ||
-	    dt_hex_decode(challenge + 5, strlen(challenge + 5), nonce,
-			  sizeof(nonce)) < 0 || !valid_word(hello->host) ||
-	    len < 6)
+	if (challenge_nonce(challenge, nonce) < 0 ||
+	    !valid_word(hello->host) || len < 6)
 		return -1;
 	memcpy(buf, MAGIC " ", 5);
 	r = format_ranks(hello->ranks, hello->nranks, buf + 5, len - 5);
@@ -239,16 +281,17 @@ static int format_answer(const struct hmac_sha256_ctx *key,
 		const struct dt_rdv_view *v = &reply->view;
 		int n;
 
-		if (!valid_word(reply->address) ||
+		if (!valid_word(reply->address) || !reply->port ||
 		    (v->present && !valid_word(v->rank0_host)))
 			return -1;
-		n = snprintf(rest, sizeof(rest), "%s %u %d", reply->address,
-			     reply->nccl_port, reply->nccl_check ? 1 : 0);
+		n = snprintf(rest, sizeof(rest), "%s %u %u %d", reply->address,
+			     reply->port, reply->nccl_port,
+			     reply->nccl_check ? 1 : 0);
 		if (v->present)
 			snprintf(rest + n, sizeof(rest) - (size_t)n,
-				 " %u %u %u %u %u %u %s", v->local_rank,
+				 " %u %u %u %u %u %s", v->local_rank,
 				 v->local_size, v->world, v->node_id,
-				 v->num_nodes, v->port, v->rank0_host);
+				 v->num_nodes, v->rank0_host);
 		return answer_line(key, cnonce_hex, "OK", rest, buf, len);
 	}
 	if (strchr(reply->message, '\n'))
@@ -307,25 +350,22 @@ int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 /* The view at *P, after a space; 0, or -1. */
 static int parse_view(const char *p, struct dt_rdv_view *v)
 {
-	unsigned long n[6];
+	unsigned long n[5];
 
-	for (unsigned i = 0; i < 6; i++)
-		if (*p++ != ' ' ||
-		    parse_num(&p, i == 5 ? 65535 : UINT32_MAX, &n[i]))
+	for (unsigned i = 0; i < 5; i++)
+		if (*p++ != ' ' || parse_num(&p, UINT32_MAX, &n[i]))
 			return -1;
 	if (*p++ != ' ' || take_word(&p, v->rank0_host,
 				     sizeof(v->rank0_host)) < 0 || *p)
 		return -1;
 	/* Sizes that hold together, or none of it counts. */
-	if (n[0] >= n[1] || n[1] > n[2] || n[3] >= n[4] || n[4] > n[2] ||
-	    n[5] == 0)
+	if (n[0] >= n[1] || n[1] > n[2] || n[3] >= n[4] || n[4] > n[2])
 		return -1;
 	v->local_rank = (uint32_t)n[0];
 	v->local_size = (uint32_t)n[1];
 	v->world = (uint32_t)n[2];
 	v->node_id = (uint32_t)n[3];
 	v->num_nodes = (uint32_t)n[4];
-	v->port = (uint16_t)n[5];
 	v->present = true;
 	return 0;
 }
@@ -333,17 +373,19 @@ static int parse_view(const char *p, struct dt_rdv_view *v)
 int dt_rdv_parse_ok(const char *words, struct dt_rdv_reply *out)
 {
 	const char *p = words;
-	unsigned long port, check;
+	unsigned long port, nccl_port, check;
 
 	memset(out, 0, sizeof(*out));
 	if (take_word(&p, out->address, sizeof(out->address)) < 0 ||
-	    *p++ != ' ' || parse_num(&p, 65535, &port) || *p++ != ' ' ||
+	    *p++ != ' ' || parse_num(&p, 65535, &port) || port == 0 ||
+	    *p++ != ' ' || parse_num(&p, 65535, &nccl_port) || *p++ != ' ' ||
 	    parse_num(&p, 1, &check) || (*p && parse_view(p, &out->view) < 0)) {
 		memset(out, 0, sizeof(*out));
 		return -1;
 	}
 	out->ok = true;
-	out->nccl_port = (uint16_t)port;
+	out->port = (uint16_t)port;
+	out->nccl_port = (uint16_t)nccl_port;
 	out->nccl_check = check == 1;
 	return 0;
 }
@@ -532,7 +574,7 @@ void dt_rdv_closed(struct dt_rdv_server *s, uint32_t id)
 int dt_rdv_accept(struct dt_rdv_server *s, uint64_t now, uint32_t *id,
 		  uint32_t *evicted, char *buf, size_t len)
 {
-	char nonce[NONCE_HEX + 1];
+	char nonce[NONCE_HEX + 1], proof[8 + MAC_HEX + 1];
 	struct conn *c;
 	int n;
 
@@ -557,7 +599,10 @@ int dt_rdv_accept(struct dt_rdv_server *s, uint64_t now, uint32_t *id,
 	s->newest = *id;
 	s->pending++;
 	nonce_hex(s, c->serial, nonce);
-	n = snprintf(buf, len, MAGIC " %s\n", nonce);
+	if (challenge_proof(&s->key, nonce, s->cfg.port, proof,
+			    sizeof(proof)) < 0)
+		return -1;
+	n = snprintf(buf, len, MAGIC " %s %s\n", nonce, proof);
 	return n < 0 || (size_t)n >= len ? -1 : n;
 }
 

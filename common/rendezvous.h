@@ -15,22 +15,28 @@
  * counts before its sender proved it knows the step's secret (32 random
  * bytes only the step's tasks have), and rank 0 proves the same to them:
  *
- *   0 -> leader:  "DTB2 NONCE\n"                              on accept
+ *   0 -> leader:  "DTB2 NONCE PORT MAC\n"                     on accept
  *   leader -> 0:  "DTB2 RANKS WORLD HOST NCCL_OK CNONCE MAC\n"
- *   0 -> leader:  "OK MAC ADDRESS NCCL_PORT NCCL_CHECK\n"     or
+ *   0 -> leader:  "OK MAC ADDRESS PORT NCCL_PORT NCCL_CHECK\n"     or
  *                 "FAIL MAC MESSAGE\n"
  *   member -> leader (Unix socket): "DTL1 RANK NCCL_OK CNONCE\n"
  *   leader -> member: the answer, made for the member's CNONCE; where the
  *                 leader has PMIx, an OK ends with the member's view:
- *                 "OK MAC ADDRESS NCCL_PORT NCCL_CHECK LOCAL_RANK
- *                  LOCAL_SIZE WORLD NODE_ID NUM_NODES PORT RANK0_HOST\n"
+ *                 "OK MAC ADDRESS PORT NCCL_PORT NCCL_CHECK LOCAL_RANK
+ *                  LOCAL_SIZE WORLD NODE_ID NUM_NODES RANK0_HOST\n"
  *
  * RANKS is a list of ascending ranks and ranges ("3", "8-15,17"). NONCE
- * and CNONCE are 16 bytes, MAC 32, in hex. The hello's MAC is
+ * and CNONCE are 16 bytes, MAC 32, in hex. The challenge's MAC is
+ * HMAC-SHA256(secret, "dist-train challenge " NONCE " " PORT), PORT the
+ * one rank 0 listens on: so a leader tells rank 0 from another program on
+ * the port it tried (even one that relays what rank 0 says on another
+ * port), and can look for rank 0 elsewhere. The hello's MAC is
  * HMAC-SHA256(secret, "dist-train hello " NONCE " " the hello's words up to
  * CNONCE), so it holds for this connection only; the answer's is
  * HMAC-SHA256(secret, "dist-train answer " CNONCE " " VERB " " the rest).
- * ADDRESS is rank 0's address that the ranks reached (for NCCL_COMM_ID);
+ * ADDRESS is rank 0's address that the ranks reached (for NCCL_COMM_ID),
+ * PORT the port it listened on (MASTER_PORT: where the step's first port
+ * was taken, rank 0 moved, and every rank learns it here);
  * NCCL_OK says the ranks could run an NCCL all-reduce, NCCL_CHECK that all
  * could, so they will.
  *
@@ -77,18 +83,25 @@ struct dt_rdv_view {
 	uint32_t world;		/* PMIX_JOB_SIZE */
 	uint32_t node_id;	/* PMIX_NODEID */
 	uint32_t num_nodes;	/* PMIX_NUM_NODES */
-	uint16_t port;		/* rank 0's rendezvous port, MASTER_PORT */
 	char rank0_host[256];	/* PMIX_HOSTNAME of rank 0 */
 };
 
 struct dt_rdv_reply {
 	bool ok;
 	char address[64];	/* OK */
+	uint16_t port;		/* OK: rank 0's rendezvous port, not 0 */
 	uint16_t nccl_port;	/* OK */
 	bool nccl_check;	/* OK */
 	struct dt_rdv_view view; /* OK, from a leader with PMIx */
 	char message[DT_RDV_LINE_MAX]; /* FAIL */
 };
+
+/*
+ * 0 when CHALLENGE (a line without '\n') was made by rank 0 of the step
+ * with SECRET, listening on PORT; -1 otherwise.
+ */
+int dt_rdv_challenge_ok(const uint8_t secret[DT_SECRET_LEN],
+			const char *challenge, uint16_t port);
 
 /*
  * A rank's side. From rank 0's challenge LINE (without '\n'), the hello
@@ -137,7 +150,7 @@ int dt_rdv_read_answer(const uint8_t secret[DT_SECRET_LEN],
 		       const char *line, struct dt_rdv_reply *out);
 
 /*
- * The words of a proven OK answer after its MAC ("ADDRESS NCCL_PORT
+ * The words of a proven OK answer after its MAC ("ADDRESS PORT NCCL_PORT
  * NCCL_CHECK", and the view if there is one) into OUT; 0, or -1 when they
  * are malformed or the view contradicts itself.
  */
@@ -149,6 +162,7 @@ struct dt_rdv_server_config {
 	const uint8_t *secret;	/* DT_SECRET_LEN bytes */
 	const uint8_t *seed;	/* DT_RDV_NONCE_LEN random bytes: the nonces */
 	const char *host;	/* rank 0's, for messages */
+	uint16_t port;		/* listened on: its challenges name it */
 	bool nccl_ok;		/* rank 0 can run the NCCL check */
 	uint32_t max_pending;	/* unproven connections at once (>= 1) */
 	uint32_t hello_ms;	/* for each to prove itself */

@@ -35,6 +35,9 @@
 	"export " SECRET_ENV "=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
 /* How far past the step's ports rank 0 looks for a free one. */
 #define PORT_SEARCH 256
+/* How long a lean leader asks PMIx where rank 0 went, before it tries
+ * the first port again (it may only have been slow). */
+#define RELOCATE_LOOKUP_MS 500
 
 /*
  * The step's secret: every rank proves with it that it belongs to the
@@ -183,6 +186,13 @@ struct task {
 	 * against Slurm's (SLURM, SLURM_IDS) as PMIx's own word would be.
 	 */
 	bool pmix_by_leader;
+	/*
+	 * A PMIx step that srun gave the secret, not checked: the rank is
+	 * PMIx's (PMIX_RANK, what PMIx_Init would say), the rest Slurm's,
+	 * and no task is a PMIx client unless rank 0 must move off the
+	 * step's first port and tell the others where it went.
+	 */
+	bool pmix_lean;
 	struct dt_layout slurm;
 	struct dt_task_ids slurm_ids;
 	/* A leader with PMIx: what it checks and tells its members. */
@@ -268,12 +278,13 @@ static int find_place(struct task *t, char *err, size_t errlen)
 	}
 
 	/*
-	 * PMIx_Init is most of what PMIx costs a launch: where srun gave the
-	 * step's secret, which names the node's socket, only the node's
-	 * leader pays it.
+	 * PMIx_Init is most of what PMIx costs a launch. Where srun gave the
+	 * step's secret (which also names the node's socket) and knew rank
+	 * 0's host, no task needs it: Slurm's PMIx server numbers the tasks
+	 * as Slurm does, which PMIX_RANK shows. The check (--dist-train=check)
+	 * asks PMIx itself, on each node's leader only.
 	 */
-	if (want_pmix && in_slurm && step_secret.have &&
-	    slurm_ids.local_rank != 0) {
+	if (want_pmix && in_slurm && step_secret.have) {
 		const char *claimed = getenv("PMIX_RANK");
 
 		if (claimed && strtoul(claimed, NULL, 10) != slurm_ids.rank) {
@@ -282,6 +293,15 @@ static int find_place(struct task *t, char *err, size_t errlen)
 				 claimed, slurm_ids.rank);
 			goto out;
 		}
+		t->pmix_lean = claimed && !cfg->check && slurm.master_addr;
+	}
+	if (t->pmix_lean) {
+		t->layout = slurm;
+		t->layout.source = DT_RANKS_FROM_PMIX;
+		memset(&slurm, 0, sizeof(slurm));
+		t->ids = slurm_ids;
+	} else if (want_pmix && in_slurm && step_secret.have &&
+		   slurm_ids.local_rank != 0) {
 		t->pmix_by_leader = true;
 		t->slurm = slurm;
 		memset(&slurm, 0, sizeof(slurm));
@@ -326,7 +346,7 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 			     size_t errlen)
 {
 	uint16_t first = t->ports.port[0];
-	const char *fix = t->pmix ?
+	const char *fix = t->pmix || t->pmix_lean ?
 		"free a port in the site's range" :
 		"run with --mpi=pmix so that rank 0 picks a free port";
 
@@ -346,8 +366,13 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 			t->ports.port[0] = port;
 			return 0;
 		}
-		if (errno != EADDRINUSE || !t->pmix)
+		if (errno != EADDRINUSE)
 			break;
+		if (!t->pmix && !t->pmix_lean)
+			break;
+		/* Only through PMIx can the others learn where it went. */
+		if (!t->pmix && pmix_open(&t->pmix, err, errlen) < 0)
+			return -1;
 	}
 	snprintf(err, errlen, "port %u on %s is in use by another program; "
 		 "%s", first, t->host, fix);
@@ -454,7 +479,7 @@ static const struct node_views *leader_views(struct task *t)
 {
 	struct dt_rdv_view *base = &t->views.base;
 
-	if (!t->pmix || t->layout.local_size < 2)
+	if (!t->pmix || t->pmix_lean || t->layout.local_size < 2)
 		return NULL;
 	t->views.check = member_place;
 	t->views.arg = t;
@@ -462,7 +487,6 @@ static const struct node_views *leader_views(struct task *t)
 	base->world = t->layout.world_size;
 	base->node_id = t->layout.node_rank;
 	base->num_nodes = t->layout.num_nodes;
-	base->port = t->ports.port[0];
 	snprintf(base->rank0_host, sizeof(base->rank0_host), "%s",
 		 t->layout.master_addr);
 	return &t->views;
@@ -515,6 +539,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 		params.nodes = t->layout.num_nodes;
 		params.self = hello;
 		params.secret = step_secret.bytes;
+		params.port = t->ports.port[0];
 		params.nccl_port = port2;
 		params.want_nccl = t->cfg->check;
 		params.deadline_ms = deadline;
@@ -537,6 +562,15 @@ out:
 	explicit_bzero(value, sizeof(value));
 	close(fd);
 	return rc;
+}
+
+/* Rank 0 listens on PORT: moved off the step's first, which was taken. */
+static void move_port(struct task *t, uint16_t port)
+{
+	if (port == t->ports.port[0])
+		return;
+	t->ports.source = DT_PORT_PROBED;
+	t->ports.port[0] = port;
 }
 
 /* What rank 0 published: "PORT" or "PORT SECRET"; 0, or -1 with ERR. */
@@ -562,11 +596,31 @@ static int read_published(struct task *t, char *value, char *err,
 		step_secret.have = true;
 	}
 	port = (uint16_t)atoi(value);
-	/* Rank 0 moved off the step's first port: it was taken. */
-	if (port != t->ports.port[0])
-		t->ports.source = DT_PORT_PROBED;
-	t->ports.port[0] = port;
+	move_port(t, port);
 	return 0;
+}
+
+/*
+ * A lean leader found no rank 0 on the step's first port: where did it go?
+ * Rank 0 says so through PMIx when it moves (helper/join.h).
+ */
+static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
+{
+	struct task *t = arg;
+	char value[16 + DT_SECRET_HEX + 1];
+	int rc;
+
+	if (!t->pmix && pmix_open(&t->pmix, err, errlen) < 0)
+		return -1;
+	rc = pmix_lookup(t->pmix, 0, RENDEZVOUS_KEY, RELOCATE_LOOKUP_MS, value,
+			 sizeof(value), err, errlen);
+	if (rc == 0)
+		rc = read_published(t, value, err, errlen) < 0 ? -1 : 1;
+	else if (rc == 1)
+		rc = 0;		/* not moved, or not yet */
+	explicit_bzero(value, sizeof(value));
+	*port = t->ports.port[0];
+	return rc;
 }
 
 /* Other ranks: learn rank 0's port, reach it, wait for the word. */
@@ -575,6 +629,10 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 			   bool *quiet, char *err, size_t errlen)
 {
 	char value[16 + DT_SECRET_HEX + 1], name[DT_RDV_NODE_SOCKET_LEN + 1];
+	struct join_target target = {
+		.host = t->layout.master_addr, .timeout_s = t->cfg->timeout,
+		.relocate = t->pmix_lean ? relocate : NULL, .arg = t,
+	};
 	uint64_t reply_wait, gather_by;
 	int node_fd = -1, rc;
 
@@ -622,10 +680,10 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 			return -1;
 	}
 	gather_by = deadline > now_ms() + 6000 ? deadline - 3000 : deadline;
+	target.port = t->ports.port[0];
 	rc = node_lead(node_fd, t->layout.local_size, gather_by,
-		       leader_views(t), t->layout.master_addr, t->ports.port[0],
-		       step_secret.bytes, hello, deadline, reply_wait, res,
-		       quiet, err, errlen);
+		       leader_views(t), &target, step_secret.bytes, hello,
+		       deadline, reply_wait, res, quiet, err, errlen);
 	if (node_fd >= 0)
 		close(node_fd);
 	return rc;
@@ -657,10 +715,6 @@ static int apply_view(struct task *t, const struct rendezvous_result *res,
 				err, errlen) < 0)
 		return -1;
 	t->ids.local_rank = v->local_rank;
-	/* Rank 0 moved off the step's first port: it was taken. */
-	if (v->port != t->ports.port[0])
-		t->ports.source = DT_PORT_PROBED;
-	t->ports.port[0] = v->port;
 	return 0;
 }
 
@@ -722,6 +776,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 		   (t.pmix_by_leader &&
 		    apply_view(&t, &res, err, sizeof(err)) < 0)) {
 		goto fail;
+	} else {
+		move_port(&t, res.port);
 	}
 	met = now_ms();
 
@@ -758,7 +814,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	req.getenv = process_getenv;
 	req.nccl_comm_id = cfg->nccl && res.nccl_port ? comm_id : NULL;
 	req.socket_ifname = have_ifname ? ifname : NULL;
-	req.pmix_bootstrap = t.pmix || t.pmix_by_leader;
+	req.pmix_bootstrap = t.pmix || t.pmix_by_leader || t.pmix_lean;
 	if (dt_train_env(&req, out, err, sizeof(err)) < 0)
 		goto fail;
 	/* tests/bench/launch.sh reads where the time went. */
@@ -766,6 +822,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 		fprintf(stderr, DT_NAME ": rank %u: the helper took: place %llu "
 			"ms%s, rendezvous %llu ms, the rest %llu ms\n",
 			t.ids.rank, (unsigned long long)(placed - started),
+			t.pmix_lean ? (t.pmix ? " (PMIX_RANK; PMIx for the port)"
+				      : " (PMIX_RANK)") :
 			t.pmix ? " (PMIx)" :
 			t.pmix_by_leader ? " (PMIx by the node's leader)" : "",
 			(unsigned long long)(met - placed),

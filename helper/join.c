@@ -13,6 +13,12 @@
 
 /* How long rank 0 may take to send its challenge on a connection. */
 #define CHALLENGE_MS 5000
+/*
+ * Where rank 0 may have moved: how long the first port may stay silent
+ * or refuse before this rank asks where rank 0 went. Rank 0 sends its
+ * challenge as soon as it accepts, so a second is long.
+ */
+#define RELOCATE_AFTER_MS 1000
 
 /* One non-blocking connect to AI, bounded by DEADLINE. */
 static int try_connect(const struct addrinfo *ai, uint64_t deadline)
@@ -89,20 +95,25 @@ int join_verdict(const uint8_t *secret, const uint8_t *cnonce,
 		return -1;
 	}
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
+	res->port = reply.port;
 	res->nccl_port = reply.nccl_port;
 	res->nccl_check = reply.nccl_check;
 	res->view = reply.view;
 	return 0;
 }
 
-int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
+int join_rank0(const struct join_target *target, const uint8_t *secret,
 	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
 	       uint64_t reply_wait_ms, struct rendezvous_result *res,
 	       bool *from_rank0, char *err, size_t errlen)
 {
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
-	const char *why = "no address";
+	const char *host = target->host, *why = "no address";
+	uint16_t port = target->port;
+	uint64_t unanswered_since = now_ms();
+	bool elsewhere = false;	/* rank 0 may have moved */
+	bool seen = false;	/* rank 0 challenged us here */
 	unsigned delay = 1;
 	int fd = -1, n, got;
 
@@ -116,21 +127,49 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 	 */
 	for (;; close(fd), fd = -1, net_backoff(&delay, connect_deadline_ms)) {
 		uint64_t challenge_by;
+		uint16_t moved;
 
+		if (target->relocate && !seen &&
+		    now_ms() - unanswered_since >= RELOCATE_AFTER_MS)
+			elsewhere = true;
+		if (elsewhere && target->relocate) {
+			int found = target->relocate(target->arg, &moved, err,
+						     errlen);
+
+			if (found < 0)
+				goto fail;
+			if (found && moved != port) {
+				port = moved;
+				snprintf(portstr, sizeof(portstr), "%u", port);
+				delay = 1;
+			}
+			elsewhere = false;
+			unanswered_since = now_ms();
+		}
 		if (now_ms() >= connect_deadline_ms) {
-			snprintf(err, errlen, "cannot reach rank 0 at %s:%u: "
-				 "%s", host, port, why);
+			snprintf(err, errlen, "rank 0 (on %s) did not arrive "
+				 "within %u s. See that node's slurmd log, or "
+				 "give it longer with --dist-train=timeout="
+				 "SECONDS (%s:%u: %s)", host, target->timeout_s,
+				 host, port, why);
 			return -1;
 		}
 		fd = reach(host, portstr, connect_deadline_ms, &why);
 		if (fd < 0)
 			continue;
-		challenge_by = now_ms() + CHALLENGE_MS;
+		challenge_by = now_ms() + (target->relocate ?
+					   RELOCATE_AFTER_MS : CHALLENGE_MS);
 		if (challenge_by > connect_deadline_ms)
 			challenge_by = connect_deadline_ms;
 		if (net_read_line(fd, challenge_by, challenge,
 			      sizeof(challenge)) < 0) {
 			why = "it did not send its challenge";
+			elsewhere = true;
+			continue;
+		}
+		if (dt_rdv_challenge_ok(secret, challenge, port) < 0) {
+			why = "what listens there is not this step's rank 0";
+			elsewhere = true;
 			continue;
 		}
 		if (net_random(cnonce, sizeof(cnonce)) < 0) {
@@ -141,9 +180,12 @@ int join_rank0(const char *host, uint16_t port, const uint8_t *secret,
 		n = dt_rdv_hello_line(secret, cnonce, challenge, hello, line,
 				      sizeof(line));
 		if (n < 0) {
-			why = "what listens there is not a dist-train rank 0";
-			continue;
+			snprintf(err, errlen, "this node's hello to rank 0 "
+				 "could not be made: its host name is empty or "
+				 "has spaces, or its ranks do not fit in a line");
+			goto fail;
 		}
+		seen = true;
 		if (!net_send_all(fd, line, (size_t)n,
 				  now_ms() + CHALLENGE_MS)) {
 			why = "it hung up during the hello";

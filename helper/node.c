@@ -198,7 +198,7 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 }
 
 int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
-	      const struct node_views *views, const char *host, uint16_t port,
+	      const struct node_views *views, const struct join_target *target,
 	      const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
 	      uint64_t reply_wait_ms, struct rendezvous_result *res,
@@ -231,7 +231,7 @@ int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 		}
 	hello.ranks = ranks;
 	hello.nranks = joined + 1;
-	rc = join_rank0(host, port, secret, &hello, connect_deadline_ms,
+	rc = join_rank0(target, secret, &hello, connect_deadline_ms,
 			reply_wait_ms, res, from_rank0, err, errlen);
 answer:
 	memset(&reply, 0, sizeof(reply));
@@ -239,6 +239,7 @@ answer:
 		reply.ok = true;
 		snprintf(reply.address, sizeof(reply.address), "%s",
 			 res->address);
+		reply.port = res->port;
 		reply.nccl_port = res->nccl_port;
 		reply.nccl_check = res->nccl_check;
 	} else {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "join.h"
 #include "rank0.h"
 
 struct node_member {
@@ -64,13 +65,13 @@ void node_member_answer(struct node_member *m, const uint8_t *secret,
 
 /*
  * A leader other than rank 0: gather the node's other LOCAL_SIZE - 1
- * ranks at LISTEN_FD until GATHER_DEADLINE_MS, join rank 0 at HOST:PORT
+ * ranks at LISTEN_FD until GATHER_DEADLINE_MS, join rank 0 at TARGET
  * for all of them with SELF's rank, and tell each the answer (with its
  * view from VIEWS, if any). Returns as join_rank0 does.
  */
 int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 	      const struct node_views *views,
-	      const char *host, uint16_t port, const uint8_t *secret,
+	      const struct join_target *target, const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
 	      uint64_t reply_wait_ms, struct rendezvous_result *res,
 	      bool *from_rank0, char *err, size_t errlen);

@@ -273,6 +273,7 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	cfg.secret = p->secret;
 	cfg.seed = seed;
 	cfg.host = p->self->host;
+	cfg.port = p->port;
 	cfg.nccl_ok = p->self->nccl_ok;
 	cfg.max_pending = p->max_pending ? p->max_pending : RANK0_MAX_PENDING;
 	cfg.hello_ms = p->hello_ms ? p->hello_ms : RANK0_HELLO_MS;
@@ -368,6 +369,7 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 
 	/* The address the ranks reached is the one NCCL should use too. */
 	reply.ok = true;
+	reply.port = p->port;
 	reply.nccl_port = p->nccl_port;
 	reply.nccl_check = p->want_nccl && dt_rdv_all_nccl(l.srv);
 	reached_address(&l, reply.address, sizeof(reply.address));
@@ -376,6 +378,7 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 			 p->address);
 	answer_all(&l, &reply);
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
+	res->port = reply.port;
 	res->nccl_port = reply.nccl_port;
 	res->nccl_check = reply.nccl_check;
 	rc = 0;

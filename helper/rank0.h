@@ -18,6 +18,7 @@
 /* What every rank learns when the barrier opens. */
 struct rendezvous_result {
 	char address[64];	/* rank 0's IP address that ranks reached */
+	uint16_t port;		/* rank 0's rendezvous port (MASTER_PORT) */
 	uint16_t nccl_port;
 	bool nccl_check;	/* every rank can run the NCCL check */
 	struct dt_rdv_view view; /* a member's, from a leader with PMIx */
@@ -28,6 +29,7 @@ struct node_views;
 struct rank0_params {
 	const struct dt_rdv_hello *self;	/* rank 0, and the world */
 	const uint8_t *secret;			/* DT_SECRET_LEN bytes */
+	uint16_t port;				/* listened on */
 	uint16_t nccl_port;
 	bool want_nccl;
 	uint64_t deadline_ms;		/* now_ms() time */

@@ -163,6 +163,7 @@ static int serve(const char *mode, uint32_t world, uint32_t per_node)
 		p.nodes = world / per_node;
 		p.self = &self;
 		p.secret = secret;
+		p.port = ntohs(a.sin6_port);
 		p.deadline_ms = now_ms() + 120000;
 		p.timeout_s = 120;
 		rc = rank0_serve(lfd, &p, &res, err, sizeof(err));
@@ -305,6 +306,10 @@ static double drive(bool dt, uint32_t world, uint32_t per_node, uint16_t port)
 				for (uint32_t r = 0; r < per_node; r++)
 					ranks[r] = (id + 1) * per_node + r;
 				memcpy(s->cnonce, &id, sizeof(id));
+				/* As a leader does: is this rank 0? */
+				if (dt_rdv_challenge_ok(secret, s->buf,
+							port) < 0)
+					die("challenge");
 				len = dt_rdv_hello_line(secret, s->cnonce,
 							s->buf, &h, line,
 							sizeof(line));

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dt_rdv_server_config c = {
 		.world = WORLD, .secret = secret, .seed = seed, .host = "n1",
-		.max_pending = MAX_PENDING, .hello_ms = 100,
+		.port = 20001, .max_pending = MAX_PENDING, .hello_ms = 100,
 	};
 	struct dt_rdv_server *s = dt_rdv_server_new(&c);
 	struct fuzz_conn *conns;
@@ -43,17 +43,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(s);
 	/* Whatever arrives as an answer is refused unless rank 0 made it. */
 	FUZZ_ASSERT(dt_rdv_read_answer(secret, cnonce, text, &reply) == -1);
+	/* ... and as rank 0's challenge. */
+	FUZZ_ASSERT(dt_rdv_challenge_ok(secret, text, 20001) == -1);
 	/* A proven answer's words: taken only whole and consistent. */
 	if (dt_rdv_parse_ok(text, &reply) == 0) {
 		const struct dt_rdv_view *v = &reply.view;
 
-		FUZZ_ASSERT(reply.ok && reply.address[0]);
+		FUZZ_ASSERT(reply.ok && reply.address[0] && reply.port);
 		FUZZ_ASSERT(!v->present ||
 			    (v->local_rank < v->local_size &&
 			     v->local_size <= v->world &&
 			     v->node_id < v->num_nodes &&
-			     v->num_nodes <= v->world && v->port &&
-			     v->rank0_host[0]));
+			     v->num_nodes <= v->world && v->rank0_host[0]));
 	} else {
 		FUZZ_ASSERT(!reply.ok && !reply.view.present);
 	}
@@ -79,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_ASSERT(!conns[id].open);
 			conns[id].open = true;
 			out[len - 1] = '\0';
+			FUZZ_ASSERT(dt_rdv_challenge_ok(secret, out, 20001) == 0);
 			memcpy(conns[id].challenge, out, (size_t)len);
 			break;
 		case 1:		/* bytes from the input */
@@ -153,6 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				reply.ok = true;
 				snprintf(reply.address, sizeof(reply.address),
 					 "10.0.0.1");
+				reply.port = 29500;
 				FUZZ_ASSERT(dt_rdv_answer(s, id, &reply, out,
 							  sizeof(out)) > 0);
 			}

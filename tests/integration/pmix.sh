@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 21
+plan 22
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -28,7 +28,10 @@ check "every task's values come from PMIx and match the 5,1,1,1 layout" \
 	test -z "$bad" -a "$(count_lines '^TASK ')" = 8 || { diag "$bad"; show_output; }
 
 job srun -N4 -n8 --mpi=pmix --dist-train=verbose true
-check "one PMIx client per node, its local rank 0; the node's other ranks get PMIx's view from it" \
+check "no task is a PMIx client: each takes PMIX_RANK, checked against Slurm's rank" \
+	test "$(grep -c "the helper took: place [0-9]* ms (PMIX_RANK)," "$ERR")" = 8 || show_output
+job srun -N4 -n8 --mpi=pmix --dist-train=check,verbose true
+check "with the check, one PMIx client per node, its local rank 0; the node's other ranks get PMIx's view from it" \
 	eval '[ "$(grep -c "the helper took: place [0-9]* ms (PMIx)," "$ERR")" = 4 ] && [ "$(grep -c "the helper took: place [0-9]* ms (PMIx by the node.s leader)," "$ERR")" = 4 ]' || show_output
 
 job srun -N4 -n8 --mpi=pmix --dist-train /usr/bin/python3 allreduce.py
@@ -50,7 +53,8 @@ check "... because every task's program uses PMIx's hash store (PMIX_MCA_gds=has
 	eval 'job srun -N2 -n4 --mpi=pmix --dist-train printenv PMIX_MCA_gds && test "$(count_lines "^hash$")" = 4'
 
 # A program already listens on the step's first port on rank 0's node
-# (the nodes of this cluster share one network, so: anywhere).
+# (the nodes of this cluster share one network, so: anywhere), and greets
+# whoever comes as rank 0 would, without the step's secret.
 job_file held-port.sh <<'EOF'
 #!/bin/bash
 #SBATCH -N4 -n8 -o held-port.out
@@ -58,7 +62,10 @@ job_file held-port.sh <<'EOF'
 port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
 python3 -c "import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('', $port)); s.listen(); open('held.ready', 'w').close(); time.sleep(120)" &
+s.bind(('', $port)); s.listen(); open('held.ready', 'w').close()
+held = []
+while True:
+    c, _ = s.accept(); c.sendall(b'DTB2 ' + b'ab' * 16 + b' $port ' + b'cd' * 32 + b'\\n'); held.append(c)" &
 holder=$!
 while [ ! -e held.ready ]; do sleep 0.1; done
 echo "HELD $port"
@@ -71,7 +78,7 @@ cp "$JOBS/held-port.out" "$OUT" 2>/dev/null
 held=$(sed -n 's/^HELD //p' "$OUT")
 check "with the default port taken on rank 0's node, the step still succeeds" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
-check "... on another port, which rank 0 found free, and which a node's leader passes on" \
+check "... on another port, which rank 0 found free, and which every rank learns" \
 	eval '[ -n "$held" ] && [ "$(grep "^PORT " "$OUT" | sort -u | wc -l)" = 1 ] && ! grep -q "^PORT $held " "$OUT" && grep -q "^PORT [0-9]* probed$" "$OUT"' || show_output
 
 # One node's helper starts 5 s late: nobody's program starts before it.

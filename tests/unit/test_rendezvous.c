@@ -18,8 +18,8 @@ static struct dt_rdv_server *server(uint32_t world, uint32_t max_pending)
 {
 	struct dt_rdv_server_config c = {
 		.world = world, .secret = secret, .seed = seed,
-		.host = "n1", .nccl_ok = true, .max_pending = max_pending,
-		.hello_ms = 1000,
+		.host = "n1", .port = 20001, .nccl_ok = true,
+		.max_pending = max_pending, .hello_ms = 1000,
 	};
 
 	return dt_rdv_server_new(&c);
@@ -60,7 +60,8 @@ static void test_round_trip(void)
 {
 	struct dt_rdv_server *s = server(3, 8);
 	struct dt_rdv_reply ok = { .ok = true, .address = "10.1.2.3",
-				   .nccl_port = 20257, .nccl_check = true };
+				   .port = 20256, .nccl_port = 20257,
+				   .nccl_check = true };
 	struct dt_rdv_reply back;
 	uint8_t c1[DT_RDV_NONCE_LEN], c2[DT_RDV_NONCE_LEN];
 	char h1[DT_RDV_LINE_MAX], h2[DT_RDV_LINE_MAX], out[DT_RDV_LINE_MAX];
@@ -88,6 +89,7 @@ static void test_round_trip(void)
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c1, out, &back), 0);
 	CU_ASSERT_TRUE(back.ok && back.nccl_check);
 	CU_ASSERT_STRING_EQUAL(back.address, "10.1.2.3");
+	CU_ASSERT_EQUAL(back.port, 20256);
 	CU_ASSERT_EQUAL(back.nccl_port, 20257);
 	/* Made for rank 1's connection: worthless on rank 2's, or to
 	 * anyone without the secret. */
@@ -96,6 +98,35 @@ static void test_round_trip(void)
 	/* Any change breaks it. */
 	out[strlen(out) - 1] = out[strlen(out) - 1] == '1' ? '0' : '1';
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c1, out, &back), -1);
+	dt_rdv_server_free(s);
+}
+
+/* Rank 0 proves itself too, and names its port: a program that holds
+ * the port a leader tried, or relays rank 0 from another, is told apart. */
+static void test_challenge_proven(void)
+{
+	struct dt_rdv_server *s = server(3, 8);
+	char challenge[DT_RDV_LINE_MAX], bad[DT_RDV_LINE_MAX];
+	uint32_t id, evicted;
+	int n;
+
+	n = dt_rdv_accept(s, 0, &id, &evicted, challenge, sizeof(challenge));
+	CU_ASSERT(n > 0);
+	challenge[n - 1] = '\0';
+	CU_ASSERT_EQUAL(strncmp(challenge, "DTB2 ", 5), 0);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, challenge, 20001), 0);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(other_secret, challenge, 20001),
+			-1);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, challenge, 20002), -1);
+	snprintf(bad, sizeof(bad), "%s", challenge);
+	bad[5] ^= 1;		/* another nonce */
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, bad, 20001), -1);
+	snprintf(bad, sizeof(bad), "%s0", challenge);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, bad, 20001), -1);
+	snprintf(bad, sizeof(bad), "%.37s", challenge);	/* "DTB2 NONCE" */
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, bad, 20001), -1);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, "DTB2 ", 20001), -1);
+	CU_ASSERT_EQUAL(dt_rdv_challenge_ok(secret, "", 20001), -1);
 	dt_rdv_server_free(s);
 }
 
@@ -336,7 +367,7 @@ static void test_node_hellos(void)
 static void test_members(void)
 {
 	struct dt_rdv_reply ok = { .ok = true, .address = "10.0.0.1",
-				   .nccl_port = 1234 }, back;
+				   .port = 29500, .nccl_port = 1234 }, back;
 	uint8_t c[DT_RDV_NONCE_LEN] = { 5 }, c2[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX], name[DT_RDV_NODE_SOCKET_LEN + 1];
 	char name2[DT_RDV_NODE_SOCKET_LEN + 1];
@@ -360,6 +391,7 @@ static void test_members(void)
 	line[n - 1] = '\0';
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), 0);
 	CU_ASSERT_EQUAL(back.nccl_port, 1234);
+	CU_ASSERT_EQUAL(back.port, 29500);
 	c2[0] ^= 1;
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c2, line, &back), -1);
 	CU_ASSERT_FALSE(back.view.present);
@@ -367,16 +399,16 @@ static void test_members(void)
 	/* From a leader with PMIx, the member's view, proven with the rest. */
 	ok.view = (struct dt_rdv_view){ .present = true, .local_rank = 3,
 		.local_size = 5, .world = 8, .node_id = 0, .num_nodes = 4,
-		.port = 29500, .rank0_host = "n1" };
+		.rank0_host = "n1" };
 	n = dt_rdv_answer_for(secret, c, &ok, line, sizeof(line));
 	CU_ASSERT(n > 0);
 	line[n - 1] = '\0';
-	CU_ASSERT_PTR_NOT_NULL(strstr(line, " 3 5 8 0 4 29500 n1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, " 29500 1234 0 3 5 8 0 4 n1"));
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), 0);
 	CU_ASSERT_TRUE(back.ok && back.view.present &&
 		       back.view.local_rank == 3 && back.view.local_size == 5 &&
 		       back.view.world == 8 && back.view.node_id == 0 &&
-		       back.view.num_nodes == 4 && back.view.port == 29500);
+		       back.view.num_nodes == 4 && back.port == 29500);
 	CU_ASSERT_STRING_EQUAL(back.view.rank0_host, "n1");
 	line[n - 2] = '2';	/* "n2": the MAC no longer holds */
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, line, &back), -1);
@@ -392,22 +424,25 @@ static void test_members(void)
 			-1);
 
 	/* The proven words alone. */
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1", &back), 0);
-	CU_ASSERT_TRUE(back.nccl_check && !back.view.present);
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1 h",
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1", &back), 0);
+	CU_ASSERT_TRUE(back.port == 9 && back.nccl_check &&
+		       !back.view.present);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 0 1 1 0 1 h",
 					&back), 0);
 	CU_ASSERT_TRUE(back.view.present && back.view.world == 1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 0 h",
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 0 1234 1 0 1 1 0 1 h",
 					&back), -1);	/* port 0 */
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 2 1 0 1 1 h",
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1", &back),
+			-1);	/* no port */
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 0 2 1 0 1 h",
 					&back), -1);	/* 2 local of 1 */
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 4 4 4 1 h",
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 0 1 4 4 4 h",
 					&back), -1);	/* node 4 of 4 */
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1 h x",
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 0 1 1 0 1 h x",
 					&back), -1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 0 1 1 0 1 1", &back),
-			-1);
-	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 1234 1 ", &back), -1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 0 1 1 0 1",
+					&back), -1);
+	CU_ASSERT_EQUAL(dt_rdv_parse_ok("10.0.0.1 9 1234 1 ", &back), -1);
 	CU_ASSERT_FALSE(back.ok);
 
 	/* The node socket: from the secret, per step and host. */
@@ -484,6 +519,7 @@ static void test_missing_many(void)
 
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_round_trip),
+	UNIT_TEST(test_challenge_proven),
 	UNIT_TEST(test_strangers_dropped),
 	UNIT_TEST(test_real_ranks_refused),
 	UNIT_TEST(test_bounded_strangers),
