@@ -632,6 +632,11 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	struct join_target target = {
 		.host = t->layout.master_addr, .timeout_s = t->cfg->timeout,
 		.relocate = t->pmix_lean ? relocate : NULL, .arg = t,
+		/* A try comes at most this late after rank 0 listens; all
+		 * nodes together send it about 20,000 tries a second. */
+		.retry_ms = t->layout.num_nodes / 20 < 2 ? 2 :
+			    t->layout.num_nodes / 20 > 50 ? 50 :
+			    t->layout.num_nodes / 20,
 	};
 	uint64_t reply_wait, gather_by;
 	int node_fd = -1, rc;

@@ -125,7 +125,9 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 	 * Rank 0 may not listen yet, or may have dropped this connection
 	 * among strangers' before it was proven: try until the deadline.
 	 */
-	for (;; close(fd), fd = -1, net_backoff(&delay, connect_deadline_ms)) {
+	for (;; close(fd), fd = -1,
+	     net_backoff_upto(&delay, target->retry_ms ? target->retry_ms : 50,
+			      connect_deadline_ms)) {
 		uint64_t challenge_by;
 		uint16_t moved;
 

@@ -23,6 +23,7 @@ struct join_target {
 	const char *host;
 	uint16_t port;
 	unsigned timeout_s;	/* the step's, for the message only */
+	unsigned retry_ms;	/* the longest wait between tries (0: 50) */
 	int (*relocate)(void *arg, uint16_t *port, char *err, size_t errlen);
 	void *arg;
 };

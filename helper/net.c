@@ -19,16 +19,23 @@ uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void net_backoff(unsigned *delay_ms, uint64_t deadline)
+void net_backoff_upto(unsigned *delay_ms, unsigned cap_ms, uint64_t deadline)
 {
 	unsigned d = *delay_ms ? *delay_ms : 1;
 	int left = net_remaining_ms(deadline);
 
+	if (d > cap_ms)
+		d = cap_ms ? cap_ms : 1;
 	if ((unsigned)left < d)
 		d = (unsigned)left;
 	if (d)
 		usleep(d * 1000);
-	*delay_ms = *delay_ms * 2 > 50 ? 50 : (*delay_ms ? *delay_ms * 2 : 2);
+	*delay_ms = d * 2 > cap_ms ? cap_ms : d * 2;
+}
+
+void net_backoff(unsigned *delay_ms, uint64_t deadline)
+{
+	net_backoff_upto(delay_ms, 50, deadline);
 }
 
 int net_remaining_ms(uint64_t deadline)

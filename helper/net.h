@@ -15,10 +15,13 @@
 uint64_t now_ms(void);
 
 /*
- * Sleep *DELAY_MS, at most until DEADLINE, then double it up to 50 ms:
+ * Sleep *DELAY_MS, at most until DEADLINE, then double it up to CAP_MS:
  * what every "not there yet, try again" loop waits, so that a peer that
- * is nearly ready costs a millisecond, not a fixed period.
+ * is nearly ready costs a millisecond, not a fixed period. The cap is
+ * the most a try can come after the peer got ready.
  */
+void net_backoff_upto(unsigned *delay_ms, unsigned cap_ms, uint64_t deadline);
+/* ... up to 50 ms. */
 void net_backoff(unsigned *delay_ms, uint64_t deadline);
 
 /* Milliseconds to DEADLINE for poll(), at most a minute; 0 when past. */

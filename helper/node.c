@@ -13,6 +13,9 @@
 #include "net.h"
 #include "node.h"
 
+/* A member tries its leader's socket again at most this late. */
+#define NODE_RETRY_MS 2
+
 /* An abstract socket's address: no file, gone with its last user. */
 static socklen_t node_address(const char *name, struct sockaddr_un *a)
 {
@@ -284,7 +287,8 @@ int node_join(const char *name, const uint8_t *secret, uint32_t rank,
 				 "start its bootstrap in time");
 			return -1;
 		}
-		net_backoff(&delay, connect_deadline_ms);
+		/* Local, and the leader waits for every member: soon. */
+		net_backoff_upto(&delay, NODE_RETRY_MS, connect_deadline_ms);
 	}
 	if (net_random(cnonce, sizeof(cnonce)) < 0 ||
 	    (n = dt_rdv_member_line(rank, nccl_ok, cnonce, line,
