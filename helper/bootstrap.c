@@ -15,7 +15,7 @@
 #include "join.h"
 #include "nccl_check.h"
 #include "net.h"
-#include "netif.h"
+#include "../common/netif.h"
 #include "node.h"
 #include "pmix_client.h"
 #include "rank0.h"
@@ -786,7 +786,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	}
 	met = now_ms();
 
-	if (netif_towards(res.address, ifname + 1, sizeof(ifname) - 1) == 0) {
+	if (dt_netif_towards(res.address, ifname + 1, sizeof(ifname) - 1) == 0) {
 		ifname[0] = '=';	/* NCCL: this name exactly */
 		have_ifname = true;
 	}

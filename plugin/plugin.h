@@ -66,6 +66,8 @@ struct plugin_state {
 	uint32_t job_id;
 	uint32_t step_id;
 	uint32_t cpus_per_task;
+	/* "=NAME": the interface towards the step's other nodes, or "". */
+	char socket_ifname[64];
 	/* The node's topology for binding, loaded once for its tasks. */
 	bool have_machine;
 	struct dt_machine machine;

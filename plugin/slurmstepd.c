@@ -22,6 +22,7 @@
 #include "../common/hwloc_machine.h"
 #include "../common/machine_cache.h"
 #include "../common/machine_cache_file.h"
+#include "../common/netif.h"
 
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
@@ -106,6 +107,44 @@ int slurmstepd_post_opt(spank_t sp)
 	}
 	st->have_whole = true;
 	return 0;
+}
+
+/*
+ * The interface this node reaches the step's other nodes through, for
+ * gloo and NCCL where no helper runs (the helper takes the one the ranks
+ * reached rank 0 through): without it gloo on rank 0's node takes the
+ * address of its host name, 127.0.1.1 in Debian's /etc/hosts, which no
+ * other node reaches. Rank 0's node looks towards the step's next node,
+ * the others towards rank 0's. Once per node, as the user.
+ */
+static void find_socket_ifname(struct plugin_state *st)
+{
+	const char *peer = st->layout.master_addr, *nodes = st->layout.nodes;
+	char next[256];
+
+	st->socket_ifname[0] = '\0';
+	if (st->layout.num_nodes < 2 || !peer)
+		return;
+	if (st->runs_rank0) {
+		/* The first node in the list that is not rank 0's. */
+		for (peer = NULL; nodes && *nodes && !peer;) {
+			size_t n = strcspn(nodes, ",");
+
+			if (n < sizeof(next) &&
+			    (strncmp(nodes, st->layout.master_addr, n) ||
+			     st->layout.master_addr[n])) {
+				memcpy(next, nodes, n);
+				next[n] = '\0';
+				peer = next;
+			}
+			nodes += n + (nodes[n] == ',');
+		}
+		if (!peer)
+			return;
+	}
+	if (dt_netif_towards_host(peer, st->socket_ifname + 1,
+				  sizeof(st->socket_ifname) - 1) == 0)
+		st->socket_ifname[0] = '=';
 }
 
 /*
@@ -207,6 +246,7 @@ int slurmstepd_user_init(spank_t sp)
 			  st->job_id, st->step_id, st->step.port_lo,
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
 		goto fail;
+	find_socket_ifname(st);
 	load_machine(sp, st);
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;

@@ -215,6 +215,7 @@ int task_init(spank_t sp)
 	req.step_id = step_id;
 	req.getenv = dt_envp_getenv;
 	req.getenv_arg = envp;
+	req.socket_ifname = st->socket_ifname[0] ? st->socket_ifname : NULL;
 	if (dt_train_env(&req, &env, err, sizeof(err)) < 0)
 		goto fail;
 apply:

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ static bool same_net(const struct sockaddr *a, const struct sockaddr *ia,
 	return true;
 }
 
-int netif_towards(const char *address, char *name, size_t len)
+int dt_netif_towards(const char *address, char *name, size_t len)
 {
 	struct sockaddr_storage dst, src;
 	socklen_t srclen = sizeof(src);
@@ -86,5 +87,23 @@ out:
 	if (ifs)
 		freeifaddrs(ifs);
 	close(fd);
+	return rc;
+}
+
+int dt_netif_towards_host(const char *host, char *name, size_t len)
+{
+	struct addrinfo hints, *ai = NULL;
+	char address[INET6_ADDRSTRLEN];
+	int rc = -1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
+		return -1;
+	if (getnameinfo(ai->ai_addr, ai->ai_addrlen, address, sizeof(address),
+			NULL, 0, NI_NUMERICHOST) == 0)
+		rc = dt_netif_towards(address, name, len);
+	freeaddrinfo(ai);
 	return rc;
 }
