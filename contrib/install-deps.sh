@@ -20,6 +20,8 @@ PACKAGES=(
 	# --container) run with runc
 	runc
 	hostname procps
+	# tests/integration/network.sh: nodes in network namespaces of their own
+	iproute2
 	# the benchmarks (tests/bench/)
 	time
 	# tests/run.sh's memory checks, fuzzing and package build

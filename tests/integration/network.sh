@@ -1,0 +1,65 @@
+#!/bin/bash
+# Nodes as Debian installs them: each in a network of its own, reached at
+# 10.77.0.N, and each naming itself 127.0.1.1 in its own /etc/hosts. gloo
+# takes the address of its host name unless GLOO_SOCKET_IFNAME says
+# otherwise, so on rank 0's node it offers 127.0.1.1, which no other node
+# reaches: the plugin must give every task the interface its node reaches
+# the others through.
+. "$(dirname "$0")/lib.sh"
+
+# Network namespaces, veth pairs and a bridge: root, and a kernel that
+# has them.
+if ! { ip netns add dt-probe && ip netns del dt-probe &&
+       ip link add dt-probe0 type veth peer name dt-probe1 &&
+       ip link del dt-probe0; } >/dev/null 2>&1; then
+	skip_all "no network namespaces with veth pairs here (root and iproute2 needed)"
+fi
+export DT_CLUSTER_NETNS=1
+cluster_start
+plan 7
+
+job_file allreduce.py < "$(dirname "$0")/allreduce.py"
+# What users write by hand, with a timeout short enough to see it fail.
+job_file by-hand.py <<'EOF'
+import datetime, os, subprocess
+import torch, torch.distributed as dist
+os.environ["MASTER_ADDR"] = subprocess.run(
+    ["scontrol", "show", "hostnames", os.environ["SLURM_STEP_NODELIST"]],
+    capture_output=True, text=True, check=True).stdout.split()[0]
+os.environ.setdefault("MASTER_PORT", "29555")
+os.environ["RANK"] = os.environ["SLURM_PROCID"]
+os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
+t = torch.ones(1)
+dist.all_reduce(t)
+print(f"BYHAND sum={int(t.item())}", flush=True)
+EOF
+
+job srun -N2 -n2 sh -c 'echo "HOSTS $(hostname) $(getent hosts "$(hostname)" | cut -d" " -f1)"'
+check "each node names itself 127.0.1.1, as Debian's /etc/hosts does" \
+	test "$(count_lines '^HOSTS n[12] 127\.0\.1\.1$')" = 2 || show_output
+
+job srun -N2 -n2 /usr/bin/python3 by-hand.py
+rc=$?
+check "by hand (MASTER_ADDR from scontrol show hostnames), gloo offers 127.0.1.1 and cannot connect the nodes" \
+	eval '[ $rc != 0 ] && [ "$(count_lines "^BYHAND ")" = 0 ] && grep -q "127\.0\.1\.1" "$ERR"' || show_output
+
+job srun -N4 -n8 --dist-train /usr/bin/python3 allreduce.py
+check "srun --dist-train: a gloo all_reduce across the 4 nodes" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+job srun -N4 -n8 --dist-train sh -c 'echo "IF $(hostname) $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+check "... every task gets the interface towards the other nodes (eth0), also on rank 0's node" \
+	test "$(count_lines '^IF n[1-4] eth0 =eth0$')" = 8 || show_output
+
+job srun -N4 -n8 --dist-train=check /usr/bin/python3 allreduce.py
+check "srun --dist-train=check (the helper): the same all_reduce" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+
+job srun -N4 -n8 --mpi=pmix --dist-train /usr/bin/python3 allreduce.py
+pmix_check "srun --mpi=pmix --dist-train: the same all_reduce" \
+	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+job srun -N4 -n8 --mpi=pmix --dist-train sh -c 'echo "IF $(hostname) $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+pmix_check "... with the interface the ranks reached rank 0 through (eth0)" \
+	test "$(count_lines '^IF n[1-4] eth0 =eth0$')" = 8 || show_output
+
+finish
