@@ -29,6 +29,7 @@ os.environ["MASTER_ADDR"] = subprocess.run(
 os.environ.setdefault("MASTER_PORT", "29555")
 os.environ["RANK"] = os.environ["SLURM_PROCID"]
 os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+os.environ["USE_LIBUV"] = "0"  # torch 2.6 of Debian 13 has no libuv
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
 t = torch.ones(1)
 dist.all_reduce(t)
@@ -41,8 +42,8 @@ check "each node names itself 127.0.1.1, as Debian's /etc/hosts does" \
 
 job srun -N2 -n2 /usr/bin/python3 by-hand.py
 rc=$?
-check "by hand (MASTER_ADDR from scontrol show hostnames), gloo offers 127.0.1.1 and cannot connect the nodes" \
-	eval '[ $rc != 0 ] && [ "$(count_lines "^BYHAND ")" = 0 ] && grep -q "127\.0\.1\.1" "$ERR"' || show_output
+check "by hand (MASTER_ADDR from scontrol show hostnames), gloo cannot connect the nodes" \
+	eval '[ $rc != 0 ] && [ "$(count_lines "^BYHAND ")" = 0 ] && grep -q -i "gloo" "$ERR"' || show_output
 
 job srun -N4 -n8 --dist-train /usr/bin/python3 allreduce.py
 check "srun --dist-train: a gloo all_reduce across the 4 nodes" \
