@@ -19,6 +19,9 @@
  * challenge as soon as it accepts, so a second is long.
  */
 #define RELOCATE_AFTER_MS 1000
+/* The first pause between two questions of where rank 0 went; it
+ * doubles up to 5 s (each question that times out costs PMIx a pipe). */
+#define RELOCATE_GAP_MS 250
 
 /* One non-blocking connect to AI, bounded by DEADLINE. */
 static int try_connect(const struct addrinfo *ai, uint64_t deadline)
@@ -111,7 +114,8 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
 	const char *host = target->host, *why = "no address";
 	uint16_t port = target->port;
-	uint64_t unanswered_since = now_ms();
+	uint64_t unanswered_since = now_ms(), relocate_at = 0;
+	unsigned relocate_gap = RELOCATE_GAP_MS;
 	bool elsewhere = false;	/* rank 0 may have moved */
 	bool seen = false;	/* rank 0 challenged us here */
 	unsigned delay = 1;
@@ -135,11 +139,20 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 		    now_ms() - unanswered_since >= RELOCATE_AFTER_MS)
 			elsewhere = true;
 		if (elsewhere && target->relocate) {
-			int found = target->relocate(target->arg, &moved, err,
-						     errlen);
+			uint64_t now = now_ms(), until = relocate_at <
+				connect_deadline_ms ? relocate_at :
+				connect_deadline_ms;
+			int found;
 
+			if (now < until)
+				usleep((useconds_t)(until - now) * 1000);
+			found = target->relocate(target->arg, &moved, err,
+						 errlen);
 			if (found < 0)
 				goto fail;
+			relocate_at = now_ms() + relocate_gap;
+			relocate_gap = relocate_gap * 2 > 5000 ? 5000 :
+				       relocate_gap * 2;
 			if (found && moved != port) {
 				port = moved;
 				snprintf(portstr, sizeof(portstr), "%u", port);
