@@ -144,11 +144,12 @@ int dt_rdv_challenge_ok(const uint8_t secret[DT_SECRET_LEN],
 {
 	struct hmac_sha256_ctx key;
 	char proof[8 + MAC_HEX + 1];
-	const char *words = challenge + 5 + NONCE_HEX + 1;
+	const char *words;
 	uint8_t nonce[DT_RDV_NONCE_LEN];
 
 	if (challenge_nonce(challenge, nonce) < 0)
 		return -1;
+	words = challenge + 5 + NONCE_HEX + 1;
 	hmac_sha256_set_key(&key, DT_SECRET_LEN, secret);
 	if (challenge_proof(&key, challenge + 5, port, proof,
 			    sizeof(proof)) < 0 ||

@@ -130,7 +130,7 @@ static void find_socket_ifname(struct plugin_state *st)
 		for (peer = NULL; nodes && *nodes && !peer;) {
 			size_t n = strcspn(nodes, ",");
 
-			if (n < sizeof(next) &&
+			if (n > 0 && n < sizeof(next) &&
 			    (strncmp(nodes, st->layout.master_addr, n) ||
 			     st->layout.master_addr[n])) {
 				memcpy(next, nodes, n);
