@@ -106,7 +106,7 @@ static void test_round_trip(void)
 static void test_challenge_proven(void)
 {
 	struct dt_rdv_server *s = server(3, 8);
-	char challenge[DT_RDV_LINE_MAX], bad[DT_RDV_LINE_MAX];
+	char challenge[DT_RDV_LINE_MAX], bad[DT_RDV_LINE_MAX + 2];
 	uint32_t id, evicted;
 	int n;
 
