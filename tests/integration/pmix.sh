@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 22
+plan 24
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -53,33 +53,41 @@ check "... because every task's program uses PMIx's hash store (PMIX_MCA_gds=has
 	eval 'job srun -N2 -n4 --mpi=pmix --dist-train printenv PMIX_MCA_gds && test "$(count_lines "^hash$")" = 4'
 
 # A program already listens on the step's first port on rank 0's node
-# (the nodes of this cluster share one network, so: anywhere), and greets
-# whoever comes as rank 0 would, without the step's secret.
+# (the nodes of this cluster share one network, so: anywhere): one that
+# greets whoever comes as rank 0 would, without the step's secret, or
+# one that never answers.
 job_file held-port.sh <<'EOF'
 #!/bin/bash
-#SBATCH -N4 -n8 -o held-port.out
+#SBATCH -N4 -n8
 # Step 0's first port, by the rule in dist_train(8).
 port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
-python3 -c "import socket, time
+python3 -c "import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('', $port)); s.listen(); open('held.ready', 'w').close()
 held = []
-while True:
-    c, _ = s.accept(); c.sendall(b'DTB2 ' + b'ab' * 16 + b' $port ' + b'cd' * 32 + b'\\n'); held.append(c)" &
+while sys.argv[1] == 'greets':
+    c, _ = s.accept(); c.sendall(b'DTB2 ' + b'ab' * 16 + b' $port ' + b'cd' * 32 + b'\\n'); held.append(c)
+time.sleep(120)" "$1" &
 holder=$!
 while [ ! -e held.ready ]; do sleep 0.1; done
 echo "HELD $port"
 srun --mpi=pmix --dist-train sh -c 'echo PORT $MASTER_PORT $DIST_TRAIN_PORT_SOURCE; exec /usr/bin/python3 allreduce.py'
 kill $holder
 EOF
-rm -f "$JOBS/held-port.out" "$JOBS/held.ready"
-job sbatch --wait held-port.sh
-cp "$JOBS/held-port.out" "$OUT" 2>/dev/null
-held=$(sed -n 's/^HELD //p' "$OUT")
-check "with the default port taken on rank 0's node, the step still succeeds" \
-	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
-check "... on another port, which rank 0 found free, and which every rank learns" \
-	eval '[ -n "$held" ] && [ "$(grep "^PORT " "$OUT" | sort -u | wc -l)" = 1 ] && ! grep -q "^PORT $held " "$OUT" && grep -q "^PORT [0-9]* probed$" "$OUT"' || show_output
+for holder in greets silent; do
+	case $holder in
+	greets) what="greets every comer as rank 0 would" ;;
+	silent) what="never answers" ;;
+	esac
+	rm -f "$JOBS/held-port.out" "$JOBS/held.ready"
+	job sbatch --wait -o held-port.out held-port.sh $holder
+	cp "$JOBS/held-port.out" "$OUT" 2>/dev/null
+	held=$(sed -n 's/^HELD //p' "$OUT")
+	check "with the default port taken on rank 0's node by a program that $what, the step still succeeds" \
+		test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+	check "... on another port, which rank 0 found free, and which every rank learns" \
+		eval '[ -n "$held" ] && [ "$(grep "^PORT " "$OUT" | sort -u | wc -l)" = 1 ] && ! grep -q "^PORT $held " "$OUT" && grep -q "^PORT [0-9]* probed$" "$OUT"' || show_output
+done
 
 # One node's helper starts 5 s late: nobody's program starts before it.
 set_plugin_args helper="$JOBS/slow-helper"
