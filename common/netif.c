@@ -90,20 +90,27 @@ out:
 	return rc;
 }
 
-int dt_netif_towards_host(const char *host, char *name, size_t len)
+int dt_resolve_host(const char *host, char *address, size_t len)
 {
 	struct addrinfo hints, *ai = NULL;
-	char address[INET6_ADDRSTRLEN];
-	int rc = -1;
+	int rc;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
 		return -1;
-	if (getnameinfo(ai->ai_addr, ai->ai_addrlen, address, sizeof(address),
-			NULL, 0, NI_NUMERICHOST) == 0)
-		rc = dt_netif_towards(address, name, len);
+	rc = getnameinfo(ai->ai_addr, ai->ai_addrlen, address, (socklen_t)len,
+			 NULL, 0, NI_NUMERICHOST) == 0 ? 0 : -1;
 	freeaddrinfo(ai);
 	return rc;
+}
+
+int dt_netif_towards_host(const char *host, char *name, size_t len)
+{
+	char address[INET6_ADDRSTRLEN];
+
+	if (dt_resolve_host(host, address, sizeof(address)) < 0)
+		return -1;
+	return dt_netif_towards(address, name, len);
 }

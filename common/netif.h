@@ -10,6 +10,9 @@
  */
 int dt_netif_towards(const char *address, char *name, size_t len);
 
+/* HOST's first address, numeric, into ADDRESS; 0, or -1. */
+int dt_resolve_host(const char *host, char *address, size_t len);
+
 /*
  * The same for HOST, a name or an address: its first address. Returns 0,
  * or -1 when HOST does not resolve or no interface reaches it.

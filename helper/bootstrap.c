@@ -1,9 +1,7 @@
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,26 +395,6 @@ static uint16_t nccl_port(const struct task *t)
 	return 0;
 }
 
-/* The numeric address of HOST as this node resolves it. */
-static int resolve(const char *host, char *buf, size_t len)
-{
-	struct addrinfo hints, *ai;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &ai))
-		return -1;
-	if (ai->ai_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr,
-			  buf, (socklen_t)len);
-	else
-		inet_ntop(AF_INET6,
-			  &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, buf,
-			  (socklen_t)len);
-	freeaddrinfo(ai);
-	return 0;
-}
-
 /*
  * Without a secret from srun or the environment, rank 0 makes one and
  * gives it with its port through PMIx, which only the step's tasks reach.
@@ -533,7 +511,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 			params.members = t->layout.local_size - 1;
 			params.views = leader_views(t);
 		}
-		if (resolve(t->layout.master_addr, address,
+		if (dt_resolve_host(t->layout.master_addr, address,
 			    sizeof(address)) == 0)
 			params.address = address;
 		params.nodes = t->layout.num_nodes;
@@ -554,7 +532,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 	memset(res, 0, sizeof(*res));
 	res->nccl_port = port2;
 	res->nccl_check = t->cfg->check && hello->nccl_ok;
-	if (resolve(t->layout.master_addr, res->address,
+	if (dt_resolve_host(t->layout.master_addr, res->address,
 		    sizeof(res->address)) < 0)
 		snprintf(res->address, sizeof(res->address), "127.0.0.1");
 	rc = 0;
