@@ -13,9 +13,7 @@
 #     the default, binding off, PMIx, PMIx with the check (the NCCL
 #     all-reduce where every rank has a GPU, else the rendezvous alone),
 #     and 8, 32 and 64 tasks on the 4 nodes (--overcommit). At 64 tasks,
-#     with binding off too: --overcommit gives each node one CPU, the same
-#     core 0 on all four "nodes" here, where plain srun's tasks spread
-#     over both cores; that row shows the plugin's own cost.
+#     with binding off too: that row shows the plugin's own cost.
 #  2. torchrun mode against plain torchrun (one agent per node, c10d
 #     rendezvous on the first node written on its command line), to the
 #     start of the last worker.
@@ -23,8 +21,16 @@
 #     the same job with the environment written by hand: MASTER_ADDR
 #     worked out once before srun, as a batch script does, RANK and the
 #     rest from Slurm's variables in a shell wrapper. With binding off
-#     too: the four nodes here share two cores, so binding costs what it
-#     would not on real nodes, and that row shows the environment alone.
+#     too: that row shows the environment alone.
+#
+# The nodes share this machine's CPUs, so each node's slurmd is pinned to
+# CPUs of its own, dealt out in turn (DT_CLUSTER_PIN in dt-cluster; on 2
+# CPUs, n1 and n3 run on CPU 0, n2 and n4 on CPU 1). Unpinned, every node's
+# CPU 0 is the machine's CPU 0: the plugin binds a node's tasks to the
+# step's cores of that node, as Slurm's task/affinity would, and so puts
+# most tasks of all four nodes on one CPU, while plain srun's tasks, bound
+# by nothing, spread over all of them. Pinned, plain srun's tasks and the
+# plugin's are on the same CPUs, as they are on real nodes.
 #
 # Then where the time goes, per context, from one run of each with
 # --dist-train=verbose (plugin/task.c, helper/bootstrap.c print what each
@@ -36,6 +42,7 @@ reps=${1:-10}
 python_reps=${2:-3}
 . "$(dirname "$0")/lib.sh"
 
+export DT_CLUSTER_PIN=1
 cluster_start
 job_file stamp.sh <<'EOF2'
 #!/bin/sh
