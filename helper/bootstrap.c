@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "join.h"
 #include "nccl_check.h"
-#include "net.h"
+#include "../common/net.h"
 #include "../common/netif.h"
 #include "node.h"
 #include "pmix_client.h"
@@ -472,7 +472,7 @@ static const struct node_views *leader_views(struct task *t)
 
 /* Rank 0: listen, publish, wait for everyone. */
 static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
-			    uint64_t deadline, struct rendezvous_result *res,
+			    uint64_t deadline, struct dt_rdv_result *res,
 			    char *err, size_t errlen)
 {
 	struct rank0_params params;
@@ -603,7 +603,7 @@ static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
 
 /* Other ranks: learn rank 0's port, reach it, wait for the word. */
 static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
-			   uint64_t deadline, struct rendezvous_result *res,
+			   uint64_t deadline, struct dt_rdv_result *res,
 			   bool *quiet, char *err, size_t errlen)
 {
 	char value[16 + DT_SECRET_HEX + 1], name[DT_RDV_NODE_SOCKET_LEN + 1];
@@ -651,7 +651,7 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	reply_wait = (uint64_t)t->cfg->timeout * 1000 + 10000;
 	if (t->ids.local_rank != 0) {
 		node_socket_name(t, name);
-		return node_join(name, step_secret.bytes, t->ids.rank,
+		return dt_member_join(name, step_secret.bytes, t->ids.rank,
 				 hello->nccl_ok, deadline, reply_wait, res,
 				 quiet, err, errlen);
 	}
@@ -674,7 +674,7 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 
 /* A member without PMIx: its layout from PMIx's view that its leader
  * sent, checked against Slurm's as pmix_view's would be. */
-static int apply_view(struct task *t, const struct rendezvous_result *res,
+static int apply_view(struct task *t, const struct dt_rdv_result *res,
 		      char *err, size_t errlen)
 {
 	const struct dt_rdv_view *v = &res->view;
@@ -702,7 +702,7 @@ static int apply_view(struct task *t, const struct rendezvous_result *res,
 }
 
 /* The NCCL all-reduce of --dist-train=check, when every rank can. */
-static int nccl_check(struct task *t, const struct rendezvous_result *res,
+static int nccl_check(struct task *t, const struct dt_rdv_result *res,
 		      const char *ifname, char *err, size_t errlen)
 {
 	char id[128];
@@ -721,7 +721,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 {
 	struct task t;
 	struct dt_rdv_hello hello;
-	struct rendezvous_result res;
+	struct dt_rdv_result res;
 	struct dt_env_request req;
 	char err[1024], why[128] = "", ifname[80], comm_id[128], *cpus;
 	bool have_ifname = false, quiet = false;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "join.h"
-#include "net.h"
+#include "../common/net.h"
 
 /* How long rank 0 may take to send its challenge on a connection. */
 #define CHALLENGE_MS 5000
@@ -80,34 +80,9 @@ static int reach(const char *host, const char *port, uint64_t deadline,
 	return fd;
 }
 
-int join_verdict(const uint8_t *secret, const uint8_t *cnonce,
-		 const char *line, const char *unproven,
-		 struct rendezvous_result *res, bool *from_rank0, char *err,
-		 size_t errlen)
-{
-	struct dt_rdv_reply reply;
-
-	if (dt_rdv_read_answer(secret, cnonce, line, &reply) < 0) {
-		snprintf(err, errlen, "%s", unproven);
-		return -1;
-	}
-	if (!reply.ok) {
-		/* Rank 0 reports it (or, to a member, its leader). */
-		*from_rank0 = true;
-		snprintf(err, errlen, "%s", reply.message);
-		return -1;
-	}
-	snprintf(res->address, sizeof(res->address), "%s", reply.address);
-	res->port = reply.port;
-	res->nccl_port = reply.nccl_port;
-	res->nccl_check = reply.nccl_check;
-	res->view = reply.view;
-	return 0;
-}
-
 int join_rank0(const struct join_target *target, const uint8_t *secret,
 	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
-	       uint64_t reply_wait_ms, struct rendezvous_result *res,
+	       uint64_t reply_wait_ms, struct dt_rdv_result *res,
 	       bool *from_rank0, char *err, size_t errlen)
 {
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
@@ -226,7 +201,7 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 	snprintf(challenge, sizeof(challenge), "%s:%u answered, but not as "
 		 "this step's rank 0 (it does not know the step's secret): "
 		 "another program holds rank 0's port", host, port);
-	if (join_verdict(secret, cnonce, line, challenge, res, from_rank0, err,
+	if (dt_join_verdict(secret, cnonce, line, challenge, res, from_rank0, err,
 			 errlen) < 0)
 		goto fail;
 	close(fd);

@@ -37,17 +37,7 @@ struct join_target {
  */
 int join_rank0(const struct join_target *target, const uint8_t *secret,
 	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
-	       uint64_t reply_wait_ms, struct rendezvous_result *res,
+	       uint64_t reply_wait_ms, struct dt_rdv_result *res,
 	       bool *from_rank0, char *err, size_t errlen);
-
-/*
- * Rank 0's answer LINE to the hello made with CNONCE: 0 and RES when it
- * lets the rank go; -1 with ERR otherwise (UNPROVEN when SECRET did not
- * make it; *FROM_RANK0 when it is rank 0's refusal).
- */
-int join_verdict(const uint8_t *secret, const uint8_t *cnonce,
-		 const char *line, const char *unproven,
-		 struct rendezvous_result *res, bool *from_rank0, char *err,
-		 size_t errlen);
 
 #endif

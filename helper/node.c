@@ -10,27 +10,14 @@
 #include <unistd.h>
 
 #include "join.h"
-#include "net.h"
+#include "../common/member.h"
+#include "../common/net.h"
 #include "node.h"
-
-/* A member tries its leader's socket again at most this late. */
-#define NODE_RETRY_MS 2
-
-/* An abstract socket's address: no file, gone with its last user. */
-static socklen_t node_address(const char *name, struct sockaddr_un *a)
-{
-	size_t len = strlen(name);
-
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	memcpy(a->sun_path + 1, name, len);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
-}
 
 int node_listen(const char *name, char *err, size_t errlen)
 {
 	struct sockaddr_un a;
-	socklen_t alen = node_address(name, &a);
+	socklen_t alen = dt_node_address(name, &a);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			0);
 
@@ -204,7 +191,7 @@ int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 	      const struct node_views *views, const struct join_target *target,
 	      const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
-	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      uint64_t reply_wait_ms, struct dt_rdv_result *res,
 	      bool *from_rank0, char *err, size_t errlen)
 {
 	struct node_member *m = calloc(local_size, sizeof(*m));
@@ -254,67 +241,5 @@ answer:
 out:
 	free(m);
 	free(ranks);
-	return rc;
-}
-
-int node_join(const char *name, const uint8_t *secret, uint32_t rank,
-	      bool nccl_ok, uint64_t connect_deadline_ms,
-	      uint64_t reply_wait_ms, struct rendezvous_result *res,
-	      bool *from_rank0, char *err, size_t errlen)
-{
-	struct sockaddr_un a;
-	socklen_t alen = node_address(name, &a);
-	uint8_t cnonce[DT_RDV_NONCE_LEN];
-	char line[DT_RDV_LINE_MAX];
-	unsigned delay = 1;
-	int fd = -1, n, got, rc = -1;
-
-	*from_rank0 = false;
-	memset(res, 0, sizeof(*res));
-	/* The leader may not be listening yet. */
-	while (fd < 0) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, alen) == 0)
-			break;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-		if (now_ms() >= connect_deadline_ms) {
-			/* Rank 0 names this node's ranks as missing; every
-			 * member saying so too would only repeat it. */
-			*from_rank0 = true;
-			snprintf(err, errlen, "this node's local rank 0 did not "
-				 "start its bootstrap in time");
-			return -1;
-		}
-		/* Local, and the leader waits for every member: soon. */
-		net_backoff_upto(&delay, NODE_RETRY_MS, connect_deadline_ms);
-	}
-	if (net_random(cnonce, sizeof(cnonce)) < 0 ||
-	    (n = dt_rdv_member_line(rank, nccl_ok, cnonce, line,
-				    sizeof(line))) < 0 ||
-	    !net_send_all(fd, line, (size_t)n, now_ms() + 5000)) {
-		snprintf(err, errlen, "lost this node's local rank 0");
-		goto out;
-	}
-	got = net_read_line(fd, now_ms() + reply_wait_ms, line, sizeof(line));
-	if (got == -2) {
-		/* Its leader says why, or rank 0 does. */
-		*from_rank0 = true;
-		snprintf(err, errlen, "this node's local rank 0 left");
-		goto out;
-	}
-	if (got < 0) {
-		snprintf(err, errlen, "this node's local rank 0 did not "
-			 "answer");
-		goto out;
-	}
-	if (join_verdict(secret, cnonce, line, "this node's socket answered, "
-			 "but not with the step's secret", res, from_rank0,
-			 err, errlen) < 0)
-		goto out;
-	rc = 0;
-out:
-	close(fd);
 	return rc;
 }

@@ -73,16 +73,7 @@ int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 	      const struct node_views *views,
 	      const struct join_target *target, const uint8_t *secret,
 	      const struct dt_rdv_hello *self, uint64_t connect_deadline_ms,
-	      uint64_t reply_wait_ms, struct rendezvous_result *res,
-	      bool *from_rank0, char *err, size_t errlen);
-
-/*
- * A member: reach the leader at NAME by CONNECT_DEADLINE_MS, say RANK,
- * and wait up to REPLY_WAIT_MS for the answer, proven with SECRET.
- */
-int node_join(const char *name, const uint8_t *secret, uint32_t rank,
-	      bool nccl_ok, uint64_t connect_deadline_ms,
-	      uint64_t reply_wait_ms, struct rendezvous_result *res,
+	      uint64_t reply_wait_ms, struct dt_rdv_result *res,
 	      bool *from_rank0, char *err, size_t errlen);
 
 #endif

@@ -23,7 +23,7 @@ int pmix_available(void)
 
 #include <pmix.h>
 
-#include "net.h"
+#include "../common/net.h"
 
 /* The PMIx calls the helper makes, resolved from libpmix at run time. */
 struct pmix_api {

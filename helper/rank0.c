@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "net.h"
+#include "../common/net.h"
 #include "node.h"
 #include "rank0.h"
 
@@ -258,7 +258,7 @@ static void reached_address(struct loop *l, char *buf, size_t len)
 }
 
 int rank0_serve(int listen_fd, const struct rank0_params *p,
-		struct rendezvous_result *res, char *err, size_t errlen)
+		struct dt_rdv_result *res, char *err, size_t errlen)
 {
 	struct dt_rdv_server_config cfg;
 	struct epoll_event ev, events[EVENTS];

@@ -13,16 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/member.h"
 #include "../common/rendezvous.h"
-
-/* What every rank learns when the barrier opens. */
-struct rendezvous_result {
-	char address[64];	/* rank 0's IP address that ranks reached */
-	uint16_t port;		/* rank 0's rendezvous port (MASTER_PORT) */
-	uint16_t nccl_port;
-	bool nccl_check;	/* every rank can run the NCCL check */
-	struct dt_rdv_view view; /* a member's, from a leader with PMIx */
-};
 
 struct node_views;
 
@@ -59,6 +51,6 @@ struct rank0_params {
  * that came.
  */
 int rank0_serve(int listen_fd, const struct rank0_params *p,
-		struct rendezvous_result *res, char *err, size_t errlen);
+		struct dt_rdv_result *res, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,8 @@
  *   slurmstepd.c   once per node and step: the node's layout and ports
  *   task.c         each task, just before exec: its environment
  *   helper.c       ... computed by the dist-train helper, with PMIx
+ *   member.c       ... or, for a lean PMIx step's members, told by the
+ *                  node's helper
  *   torchrun.c     ... or, in torchrun mode, for a torchrun agent
  */
 #ifndef DIST_TRAIN_PLUGIN_H
@@ -124,5 +126,16 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
 		     struct dt_env *out, char *err, size_t errlen);
+
+/* member.c: whether this task (LOCAL_RANK, with the step's SECRET in hex
+ * or "") can do without a helper of its own: a lean PMIx step's member. */
+bool member_without_helper(const struct plugin_state *st, char **envp,
+			   int local_rank, const char *secret);
+/* Its environment, once the node's leader passed rank 0's answer on; 0,
+ * or -1 with ERR (*QUIET: rank 0 or the leader reports it). */
+int member_task_env(const struct plugin_state *st, char **envp,
+		    uint32_t rank, int local_rank, const char *secret,
+		    const char *step_id, struct dt_env *env, bool *quiet,
+		    char *err, size_t errlen);
 
 #endif

@@ -145,7 +145,7 @@ int task_init(spank_t sp)
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
+	char secret[DT_SECRET_HEX + 1], hostfile_host[256], why[96];
 	char *line = NULL;
 	char **envp = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
@@ -177,6 +177,23 @@ int task_init(spank_t sp)
 			goto out;
 		}
 		goto set;
+	}
+	if (needs_helper(&st->step, envp) &&
+	    member_without_helper(st, envp, local_rank, secret)) {
+		bool quiet;
+		double waited = plugin_clock_ms();
+
+		if (member_task_env(st, envp, rank, local_rank, secret,
+				    step_id, &env, &quiet, err,
+				    sizeof(err)) < 0) {
+			if (!quiet)
+				task_message("error: %s", err);
+			goto out;
+		}
+		snprintf(why, sizeof(why), "no helper: rank 0's answer through "
+			 "local rank 0 in %.1f ms", plugin_clock_ms() - waited);
+		dt_note(notes, sizeof(notes), why);
+		goto apply;
 	}
 	if (needs_helper(&st->step, envp)) {
 		/* The helper cannot read what only srun knew: it is told. */

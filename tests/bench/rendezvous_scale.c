@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../helper/net.h"
+#include "../../common/net.h"
 #include "../../helper/node.h"
 #include "../../helper/rank0.h"
 
@@ -137,7 +137,7 @@ static int serve(const char *mode, uint32_t world, uint32_t per_node)
 	socklen_t alen = sizeof(a);
 	static const uint32_t zero;
 	struct dt_rdv_hello self = { &zero, 1, world, HOST, false };
-	struct rendezvous_result res;
+	struct dt_rdv_result res;
 	struct rank0_params p;
 	char err[1024], name[DT_RDV_NODE_SOCKET_LEN + 1];
 	int lfd = net_listen(0), rc;

@@ -70,6 +70,26 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	return -1;
 }
 
+/* A lean PMIx step's member (plugin/member.c) is tested on the cluster
+ * (tests/integration/pmix.sh): these tasks never are one. */
+bool member_without_helper(const struct plugin_state *st, char **envp,
+			   int local_rank, const char *secret)
+{
+	(void)st, (void)envp, (void)local_rank, (void)secret;
+	return false;
+}
+
+int member_task_env(const struct plugin_state *st, char **envp,
+		    uint32_t rank, int local_rank, const char *secret,
+		    const char *step_id, struct dt_env *env, bool *quiet,
+		    char *err, size_t errlen)
+{
+	(void)st, (void)envp, (void)rank, (void)local_rank, (void)secret;
+	(void)step_id, (void)env, (void)quiet;
+	snprintf(err, errlen, "a member is not part of this test");
+	return -1;
+}
+
 int torchrun_task_env(const struct plugin_state *st, char **envp,
 		      const char *step_id, struct dt_env *env, char *notes,
 		      size_t notes_len, char *err, size_t errlen)

@@ -3,8 +3,8 @@
  * where PyTorch's store will (every address, IPv6 and IPv4), and every
  * wait has a deadline on a monotonic clock.
  */
-#ifndef DIST_TRAIN_HELPER_NET_H
-#define DIST_TRAIN_HELPER_NET_H
+#ifndef DIST_TRAIN_NET_H
+#define DIST_TRAIN_NET_H
 
 #include <stdbool.h>
 #include <stddef.h>
