@@ -21,7 +21,8 @@
 #     the same job with the environment written by hand: MASTER_ADDR
 #     worked out once before srun, as a batch script does, RANK and the
 #     rest from Slurm's variables in a shell wrapper. With binding off
-#     too: that row shows the environment alone.
+#     too: that row shows the environment alone. With PMIx, against the
+#     same hand-written job under srun --mpi=pmix, as in part 1.
 #
 # The nodes share this machine's CPUs, so each node's slurmd is pinned to
 # CPUs of its own, dealt out in turn (DT_CLUSTER_PIN in dt-cluster; on 2
@@ -154,6 +155,7 @@ python_variants=(
 	"plain torchrun|srun -N4 --ntasks-per-node=1 -c2 ./torchrun.sh"
 	"--dist-train=torchrun|srun -N4 --ntasks-per-node=1 -c2 --dist-train=torchrun torchrun stamp.py"
 	"DDP, environment by hand|env MASTER_ADDR=n1 MASTER_PORT=29500 srun -N4 -n8 ./by-hand.sh"
+	"DDP, by hand, --mpi=pmix|env MASTER_ADDR=n1 MASTER_PORT=29500 srun -N4 -n8 --mpi=pmix ./by-hand.sh"
 	"DDP, --dist-train=bind=off|srun -N4 -n8 --dist-train=bind=off python3 ddp.py"
 	"DDP, --dist-train|srun -N4 -n8 --dist-train python3 ddp.py"
 	"DDP, --mpi=pmix --dist-train|srun -N4 -n8 --mpi=pmix --dist-train python3 ddp.py"
@@ -203,7 +205,8 @@ echo "To the end of the first DDP all_reduce (gloo), 8 ranks (median of $python_
 row "DDP, environment by hand"
 row "DDP, --dist-train=bind=off" "DDP, environment by hand"
 row "DDP, --dist-train" "DDP, environment by hand"
-row "DDP, --mpi=pmix --dist-train" "DDP, environment by hand"
+row "DDP, by hand, --mpi=pmix"
+row "DDP, --mpi=pmix --dist-train" "DDP, by hand, --mpi=pmix"
 
 # Where the time goes: one verbose run each.
 field() { # PATTERN (sed, one group): its values in $ERR, "median [max]"
