@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 13
+plan 14
 
 uid=$(id -u "${DT_CLUSTER_USER:-dttest}") gid=$(id -g "${DT_CLUSTER_USER:-dttest}")
 job_file id-helper <<EOF
@@ -14,16 +14,21 @@ exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
 EOF
 
 # The one program the plugin runs, the helper, runs as the user: real,
-# effective, saved and filesystem ids alike, no root group.
+# effective, saved and filesystem ids alike, no root group. By default a
+# PMIx step runs it once per node (its local rank 0); with check, in
+# every task.
 rm -f "$JOBS"/helper-ids.*
 set_plugin_args helper="$JOBS/id-helper"
 job srun -N2 -n4 --mpi=pmix --dist-train true
-pmix_check "the helper ran, once per task" \
-	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 4 || show_output
+pmix_check "the helper ran, once per node" \
+	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 2 || show_output
+job srun -N2 -n4 --mpi=pmix --dist-train=check true
+pmix_check "... and with check, once per task" \
+	test "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 6 || show_output
 pmix_check "... as the user: every uid is $uid" \
-	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Uid:\t$uid\t$uid\t$uid\t$uid$")" = 4
+	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Uid:\t$uid\t$uid\t$uid\t$uid$")" = 6
 pmix_check "... every gid is $gid" \
-	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Gid:\t$gid\t$gid\t$gid\t$gid$")" = 4
+	test "$(cat "$JOBS"/helper-ids.* | grep -c -P "^Gid:\t$gid\t$gid\t$gid\t$gid$")" = 6
 pmix_check "... and no supplementary group is root's" \
 	test "$(cat "$JOBS"/helper-ids.* | grep '^Groups:' | grep -c -w 0)" = 0
 
