@@ -89,10 +89,11 @@ measure() { # COUNT COMMAND...
 	shift
 	t0=$(date +%s.%N)
 	job "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
-	# torchrun prefixes its workers' lines: "[default0]:".
-	[ "$(grep -c '[0-9]\{9,\}\.[0-9]*$' "$OUT")" = "$count" ] ||
+	# torchrun prefixes its workers' lines ("[default0]:"), and two
+	# workers' lines can run together: count timestamps, not lines.
+	[ "$(grep -oE '[0-9]{10}\.[0-9]{4,}' "$OUT" | wc -l)" = "$count" ] ||
 		{ echo "not $count timestamps: $*" >&2; return 1; }
-	last=$(grep -o '[0-9]\{9,\}\.[0-9]*$' "$OUT" | sort -n | tail -1)
+	last=$(grep -oE '[0-9]{10}\.[0-9]{4,}' "$OUT" | sort -n | tail -1)
 	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.4f\n", b - a }'
 }
 
