@@ -151,6 +151,7 @@ int task_init(spank_t sp)
 	double start = plugin_clock_ms(), helper_ms = 0;
 	uint32_t rank;
 	int local_rank, rc = -1;
+	bool helper;
 
 	if (!st->node_active)
 		return 0;
@@ -178,8 +179,8 @@ int task_init(spank_t sp)
 		}
 		goto set;
 	}
-	if (needs_helper(&st->step, envp) &&
-	    member_without_helper(st, envp, local_rank, secret)) {
+	helper = needs_helper(&st->step, envp);
+	if (helper && member_without_helper(st, envp, local_rank, secret)) {
 		bool quiet;
 		double waited = plugin_clock_ms();
 
@@ -195,7 +196,7 @@ int task_init(spank_t sp)
 		dt_note(notes, sizeof(notes), why);
 		goto apply;
 	}
-	if (needs_helper(&st->step, envp)) {
+	if (helper) {
 		/* The helper cannot read what only srun knew: it is told. */
 		if (!st->layout.master_addr && hostfile_host[0] &&
 		    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
