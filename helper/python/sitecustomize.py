@@ -1,15 +1,63 @@
 # dist-train: put on the PYTHONPATH of a --dist-train task by the plugin.
 #
-# PyTorch 2.4 and later ask for the libuv TCPStore by default, and fail
-# when they were built without libuv ("use_libuv was requested but
-# PyTorch was build without libuv support"), as Debian 13's torch 2.6 and
-# unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
-# store only; torchrun's agent and workers make theirs without reading it.
-# So this module lets a TCPStore that fails for want of libuv be made
-# again without it, and changes nothing where torch has libuv, or where
-# torch.distributed is never imported. It then runs the sitecustomize it
-# hides, if any.
+# It changes how a torch TCPStore is made, nothing else, and nothing where
+# torch.distributed is never imported:
+#
+# - A client waits for its server (rank 0's store) before it connects.
+#   torch's own client, refused because the server is not listening yet,
+#   sleeps before it tries again: 1 s in torch 1.13, about 0.5 s and more
+#   with jitter in 2.x. Ranks whose Python starts sooner than rank 0's pay
+#   it at every launch. Here a client tries to connect every few ms, for
+#   up to a minute (at most the store's timeout), and then lets torch
+#   connect as it would have: a server that never comes fails as it did,
+#   at most that minute later.
+# - PyTorch 2.4 and later ask for the libuv TCPStore by default, and fail
+#   when they were built without libuv ("use_libuv was requested but
+#   PyTorch was build without libuv support"), as Debian 13's torch 2.6 and
+#   unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
+#   store only; torchrun's agent and workers make theirs without reading
+#   it. So a TCPStore that fails for want of libuv is made again without.
+#
+# It then runs the sitecustomize it hides, if any.
 import sys
+
+# How long a client waits for its server before torch's own connect.
+_WAIT_FOR_SERVER_S = 60.0
+
+
+def _arg(args, kwargs, index, name, default):
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _wait_for_server(host, port, timeout):
+    """Until something listens on HOST:PORT, for up to _WAIT_FOR_SERVER_S
+    or TIMEOUT (a timedelta; None: torch's default), whichever is shorter."""
+    import socket
+    import time
+
+    try:
+        limit = _WAIT_FOR_SERVER_S
+        if timeout is not None:
+            limit = min(limit, timeout.total_seconds())
+        address = (str(host), int(port))
+    except (AttributeError, TypeError, ValueError):
+        return
+    deadline = time.monotonic() + limit
+    pause = 0.002
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            # Connected and closed at once: the server reads end of file,
+            # as from a client that went away, and forgets it.
+            socket.create_connection(address, timeout=min(left, 5.0)).close()
+            return
+        except OSError:  # refused, unreachable, not yet resolvable
+            time.sleep(min(pause, max(left, 0)))
+            pause = min(pause * 2, 0.02)
 
 
 def _compat_store(original):
@@ -17,6 +65,10 @@ def _compat_store(original):
         __doc__ = original.__doc__
 
         def __init__(self, *args, **kwargs):
+            if not _arg(args, kwargs, 3, "is_master", False):
+                _wait_for_server(_arg(args, kwargs, 0, "host_name", None),
+                                 _arg(args, kwargs, 1, "port", None),
+                                 _arg(args, kwargs, 4, "timeout", None))
             try:
                 super().__init__(*args, **kwargs)
             except Exception as e:  # RuntimeError, DistStoreError
