@@ -4,6 +4,8 @@
 #   tests/bench/launch.sh [REPETITIONS [PYTHON_REPETITIONS]]
 #                                     (root; after building; [10 [3]])
 #
+# REPETITIONS 0 leaves part 1 out (parts 2 and 3 alone).
+#
 # Three parts, each printing the median of its runs (the variants of a
 # part interleaved) and the ratio against what a user would run instead,
 # in the same run:
@@ -133,6 +135,7 @@ variants=(
 )
 tasks_of() { sed 's/.*-n\([0-9]*\).*/\1/' <<<"$1"; }
 declare -A times_of
+((reps > 0)) || variants=()
 for v in "${variants[@]}"; do	# warm-up
 	IFS='|' read -r label layout opt <<<"$v"
 	measure "$(tasks_of "$layout")" srun $layout $opt ./stamp.sh >/dev/null ||
@@ -183,22 +186,24 @@ for v in "${runnable[@]}"; do
 done
 
 when="$(nproc) cores, $(date -u +%Y-%m-%d)"
-echo "Launch to the last task's program start, on the local cluster,"
-echo "median of $reps interleaved runs ($when):"
-row "plain srun"
-row "--dist-train=bind=off" "plain srun"
-row "--dist-train" "plain srun"
-row "plain srun --mpi=pmix"
-row "--mpi=pmix --dist-train" "plain srun --mpi=pmix"
-row "--mpi=pmix --dist-train=check" "plain srun --mpi=pmix"
-for n in 32 64; do
-	row "plain srun, $n tasks"
-	row "--dist-train, $n tasks" "plain srun, $n tasks"
-done
-row "--dist-train=bind=off, 64 tasks" "plain srun, 64 tasks"
-row "plain srun --mpi=pmix, 64 tasks"
-row "--mpi=pmix --dist-train, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
-row "--mpi=pmix --dist-train=bind=off, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+if ((reps > 0)); then
+	echo "Launch to the last task's program start, on the local cluster,"
+	echo "median of $reps interleaved runs ($when):"
+	row "plain srun"
+	row "--dist-train=bind=off" "plain srun"
+	row "--dist-train" "plain srun"
+	row "plain srun --mpi=pmix"
+	row "--mpi=pmix --dist-train" "plain srun --mpi=pmix"
+	row "--mpi=pmix --dist-train=check" "plain srun --mpi=pmix"
+	for n in 32 64; do
+		row "plain srun, $n tasks"
+		row "--dist-train, $n tasks" "plain srun, $n tasks"
+	done
+	row "--dist-train=bind=off, 64 tasks" "plain srun, 64 tasks"
+	row "plain srun --mpi=pmix, 64 tasks"
+	row "--mpi=pmix --dist-train, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+	row "--mpi=pmix --dist-train=bind=off, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+fi
 echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
 row "plain torchrun"
 row "--dist-train=torchrun" "plain torchrun"
