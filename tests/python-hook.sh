@@ -3,8 +3,9 @@
 # no cluster needed (TAP): a store client made before its server still
 # connects and reads what the server wrote, without torch's connect
 # back-off (the time it took is printed, not judged: tests/bench/launch.sh
-# measures what it gains); a server that never comes still fails in
-# torch's own words; Python without torch.distributed is left alone.
+# measures what it gains), and looks its server's name up once while it
+# waits; a server that never comes still fails in torch's own words;
+# Python without torch.distributed is left alone.
 top_srcdir=${DT_TOP_SRCDIR:-$(dirname "$0")/..}
 hook=$top_srcdir/helper/python
 python=/usr/bin/python3
@@ -20,15 +21,25 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	echo "1..0 # SKIP python3-torch is not installed"
 	exit 0
 fi
-port=$((29000 + RANDOM % 900))
 
-echo "1..3"
+echo "1..4"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
-# where torch lacks it.
-out=$(PYTHONPATH=$hook timeout 120 "$python" - "$port" 2>&1 <<'PY'
-import datetime, os, sys, time
+# where torch lacks it. Each script takes a port the kernel says is free
+# (other stacks' tests may run beside this one).
+out=$(PYTHONPATH=$hook timeout 120 "$python" - 2>&1 <<'PY'
+import datetime, os, socket, sys, time
 from torch.distributed import TCPStore
-port = int(sys.argv[1])
+probe = socket.socket()
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
+probe.close()
+lookups = 0
+real_getaddrinfo = socket.getaddrinfo
+def counting_getaddrinfo(*args, **kwargs):
+    global lookups
+    lookups += 1
+    return real_getaddrinfo(*args, **kwargs)
+socket.getaddrinfo = counting_getaddrinfo
 pid = os.fork()
 if pid == 0:
     time.sleep(0.3)
@@ -37,9 +48,10 @@ if pid == 0:
     time.sleep(2)
     os._exit(0)
 start = time.monotonic()
-client = TCPStore("127.0.0.1", port, 2, False, datetime.timedelta(seconds=30))
+client = TCPStore("localhost", port, 2, False, datetime.timedelta(seconds=30))
 took = time.monotonic() - start
 print("read", client.get("from").decode(), "after %.3f s" % took)
+print("lookups", lookups)
 os.waitpid(pid, 0)
 PY
 )
@@ -50,12 +62,21 @@ else
 	echo "not ok 1 - a client made before its server"
 	sed 's/^/# /' <<<"$out"
 fi
+if grep -q '^lookups 1$' <<<"$out"; then
+	echo "ok 2 - the client looked its server's name up once while it waited"
+else
+	echo "not ok 2 - the client's lookups of its server's name: $(grep '^lookups' <<<"$out")"
+fi
 
-out=$(PYTHONPATH=$hook timeout 120 "$python" - "$port" 2>&1 <<'PY'
-import datetime, sys
+out=$(PYTHONPATH=$hook timeout 120 "$python" - 2>&1 <<'PY'
+import datetime, socket
 from torch.distributed import TCPStore
+probe = socket.socket()
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
+probe.close()
 try:
-    TCPStore("127.0.0.1", int(sys.argv[1]), 2, False, datetime.timedelta(seconds=2))
+    TCPStore("127.0.0.1", port, 2, False, datetime.timedelta(seconds=2))
 except Exception as e:
     print("raised", type(e).__module__, type(e).__name__, e)
 else:
@@ -63,16 +84,16 @@ else:
 PY
 )
 if grep -q -E '^raised (builtins|torch).*127\.0\.0\.1' <<<"$out"; then
-	echo "ok 2 - a server that never comes: torch's own error, at its timeout"
+	echo "ok 3 - a server that never comes: torch's own error, at its timeout"
 else
-	echo "not ok 2 - a server that never comes"
+	echo "not ok 3 - a server that never comes"
 fi
 grep "^raised\|^connected" <<<"$out" | sed "s/^/# /"
 
 out=$(PYTHONPATH=$hook "$python" -c 'import sys; print(sorted(m for m in sys.modules if m.startswith("torch")))' 2>&1)
 if [ "$out" = "[]" ]; then
-	echo "ok 3 - Python that does not use torch does not load it"
+	echo "ok 4 - Python that does not use torch does not load it"
 else
-	echo "not ok 3 - the hook loaded torch in a program that does not use it"
+	echo "not ok 4 - the hook loaded torch in a program that does not use it"
 	sed 's/^/# /' <<<"$out"
 fi

@@ -7,10 +7,11 @@
 #   torch's own client, refused because the server is not listening yet,
 #   sleeps before it tries again: 1 s in torch 1.13, about 0.5 s and more
 #   with jitter in 2.x. Ranks whose Python starts sooner than rank 0's pay
-#   it at every launch. Here a client tries to connect every few ms, for
-#   up to a minute (at most the store's timeout), and then lets torch
-#   connect as it would have: a server that never comes fails as it did,
-#   at most that minute later.
+#   it at every launch. Here a client tries to connect every few ms (less
+#   often in large steps: see _TRIES_PER_SECOND), for up to a minute (at
+#   most the store's timeout), and then lets torch connect as it would
+#   have: a server that never comes fails as it did, at most that minute
+#   later.
 # - PyTorch 2.4 and later ask for the libuv TCPStore by default, and fail
 #   when they were built without libuv ("use_libuv was requested but
 #   PyTorch was build without libuv support"), as Debian 13's torch 2.6 and
@@ -23,12 +24,29 @@ import sys
 
 # How long a client waits for its server before torch's own connect.
 _WAIT_FOR_SERVER_S = 60.0
+# All clients of a step together try about this many connections a second
+# once each has backed off (a client at least every 20 ms, at most every
+# second, torch's own pace): rank 0's kernel answers each one.
+_TRIES_PER_SECOND = 20000.0
 
 
 def _arg(args, kwargs, index, name, default):
     if len(args) > index:
         return args[index]
     return kwargs.get(name, default)
+
+
+def _clients():
+    """How many processes of the step may be waiting like this one."""
+    import os
+
+    most = 0
+    for name in ("WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        try:
+            most = max(most, int(os.environ.get(name, "0")))
+        except ValueError:
+            pass
+    return most
 
 
 def _wait_for_server(host, port, timeout):
@@ -41,23 +59,39 @@ def _wait_for_server(host, port, timeout):
         limit = _WAIT_FOR_SERVER_S
         if timeout is not None:
             limit = min(limit, timeout.total_seconds())
-        address = (str(host), int(port))
+        host, port = str(host), int(port)
     except (AttributeError, TypeError, ValueError):
         return
     deadline = time.monotonic() + limit
+    most = min(1.0, max(0.02, _clients() / _TRIES_PER_SECOND))
     pause = 0.002
+    addresses = None
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return
         try:
-            # Connected and closed at once: the server reads end of file,
-            # as from a client that went away, and forgets it.
-            socket.create_connection(address, timeout=min(left, 5.0)).close()
-            return
-        except OSError:  # refused, unreachable, not yet resolvable
-            time.sleep(min(pause, max(left, 0)))
-            pause = min(pause * 2, 0.02)
+            # Once: thousands of ranks asking the name service every few
+            # ms would flood it.
+            if addresses is None:
+                addresses = [(ai[0], ai[4]) for ai in socket.getaddrinfo(
+                    host, port, type=socket.SOCK_STREAM)]
+            for family, address in addresses:
+                probe = socket.socket(family, socket.SOCK_STREAM)
+                try:
+                    probe.settimeout(min(left, 5.0))
+                    probe.connect(address)
+                    # Closed at once: the server reads end of file, as
+                    # from a client that went away, and forgets it.
+                    return
+                except OSError:
+                    pass
+                finally:
+                    probe.close()
+        except OSError:  # not yet resolvable
+            pass
+        time.sleep(min(pause, max(left, 0)))
+        pause = min(pause * 2, most)
 
 
 def _compat_store(original):
