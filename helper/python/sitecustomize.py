@@ -25,8 +25,8 @@ import sys
 # How long a client waits for its server before torch's own connect.
 _WAIT_FOR_SERVER_S = 60.0
 # All clients of a step together try about this many connections a second
-# once each has backed off (a client at least every 20 ms, at most every
-# second, torch's own pace): rank 0's kernel answers each one.
+# once each has backed off (each client's pause between tries grows to
+# between 20 ms and 1 s, torch's own pace): rank 0's kernel answers each.
 _TRIES_PER_SECOND = 20000.0
 
 
@@ -65,31 +65,31 @@ def _wait_for_server(host, port, timeout):
     deadline = time.monotonic() + limit
     most = min(1.0, max(0.02, _clients() / _TRIES_PER_SECOND))
     pause = 0.002
-    addresses = None
+    # Once: thousands of ranks asking the name service every few ms would
+    # flood it. A name that does not resolve is torch's to report.
+    try:
+        addresses = [(ai[0], ai[4]) for ai in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)]
+    except OSError:
+        return
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        try:
-            # Once: thousands of ranks asking the name service every few
-            # ms would flood it.
-            if addresses is None:
-                addresses = [(ai[0], ai[4]) for ai in socket.getaddrinfo(
-                    host, port, type=socket.SOCK_STREAM)]
-            for family, address in addresses:
+        for family, address in addresses:
+            probe = None
+            try:
                 probe = socket.socket(family, socket.SOCK_STREAM)
-                try:
-                    probe.settimeout(min(left, 5.0))
-                    probe.connect(address)
-                    # Closed at once: the server reads end of file, as
-                    # from a client that went away, and forgets it.
-                    return
-                except OSError:
-                    pass
-                finally:
+                probe.settimeout(min(left, 5.0))
+                probe.connect(address)
+                return
+            except OSError:  # refused, unreachable, no such family here
+                pass
+            finally:
+                # Closed at once: the server reads end of file, as from a
+                # client that went away, and forgets it.
+                if probe is not None:
                     probe.close()
-        except OSError:  # not yet resolvable
-            pass
         time.sleep(min(pause, max(left, 0)))
         pause = min(pause * 2, most)
 
