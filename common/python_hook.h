@@ -1,8 +1,9 @@
 /*
  * The Python hook: a sitecustomize, in the folder "python" beside the
- * worker library, that lets PyTorch built without libuv make its store
- * (see helper/python/sitecustomize.py). The plugin and dist-train exec
- * put it first on a task's PYTHONPATH.
+ * worker library, that has a torch store's client wait for rank 0's store
+ * to listen, and lets PyTorch built without libuv make its store (see
+ * helper/python/sitecustomize.py). The plugin and dist-train exec put it
+ * first on a task's PYTHONPATH.
  */
 #ifndef DIST_TRAIN_PYTHON_HOOK_H
 #define DIST_TRAIN_PYTHON_HOOK_H

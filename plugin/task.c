@@ -250,7 +250,7 @@ apply:
 		goto fail;
 	}
 set:
-	/* PyTorch without libuv: see common/python_hook.h. */
+	/* torch's store: see common/python_hook.h. */
 	if (dt_python_hook(st->step.worker_lib, NULL,
 			   dt_envp_get(envp, "PYTHONPATH"), &env) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
