@@ -412,3 +412,29 @@ int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
 	}
 	return 0;
 }
+
+int dt_slurm_rank_host(const struct dt_slurm_step *step, uint32_t rank,
+		       char *name, size_t len)
+{
+	struct dt_hostlist *nodes = NULL;
+	struct dt_tasks_per_node tpn = { 0 };
+	uint32_t node = 0;
+	int rc = -1;
+
+	if (step->distribution && strncmp(step->distribution, "block", 5))
+		return -1;
+	if (dt_hostlist_parse(step->nodelist, &nodes, NULL, 0) < 0 ||
+	    dt_tpn_parse(step->tasks_per_node, &tpn, NULL, 0) < 0)
+		goto out;
+	while (node < tpn.nodes && dt_tpn_tasks_before(&tpn, node + 1) <= rank)
+		node++;
+	if (node < tpn.nodes) {
+		int n = dt_hostlist_nth(nodes, node, name, len);
+
+		rc = n >= 0 && (size_t)n < len ? 0 : -1;
+	}
+out:
+	dt_hostlist_free(nodes);
+	dt_tpn_free(&tpn);
+	return rc;
+}

@@ -79,6 +79,14 @@ int dt_slurm_step_from_env(dt_getenv_fn getenv, void *arg,
 			   struct dt_slurm_step *step, struct dt_task_ids *ids,
 			   char *err, size_t errlen);
 
+/*
+ * The host of RANK where STEP (as dt_slurm_step_from_env read it) lays its
+ * tasks out in blocks, for naming a missing rank: 0 with NAME, or -1
+ * (another distribution, or a list that does not parse or hold it).
+ */
+int dt_slurm_rank_host(const struct dt_slurm_step *step, uint32_t rank,
+		       char *name, size_t len);
+
 /* What PMIx says about a task and its job. */
 struct dt_pmix_view {
 	uint32_t rank;			/* the process's rank */

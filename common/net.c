@@ -99,6 +99,21 @@ bool net_port_is_free(uint16_t port)
 	return true;
 }
 
+uint16_t net_nccl_port(uint16_t rendezvous, uint16_t low, uint16_t high)
+{
+	unsigned span = (unsigned)(high - low + 1);
+
+	for (unsigned i = 1; i < NET_PORT_SEARCH; i++) {
+		uint16_t port = (uint16_t)(low + (rendezvous - low + i) % span);
+
+		if (rendezvous < low || rendezvous > high)
+			port = (uint16_t)(rendezvous + i);	/* reserved */
+		if (port != rendezvous && net_port_is_free(port))
+			return port;
+	}
+	return 0;
+}
+
 bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline)
 {
 	while (len) {

@@ -36,6 +36,16 @@ int net_listen(uint16_t port);
 /* Whether PORT could be listened on now. */
 bool net_port_is_free(uint16_t port);
 
+/* How far past the step's ports rank 0 looks for a free one. */
+#define NET_PORT_SEARCH 256
+
+/*
+ * A free port for NCCL's bootstrap root, other than RENDEZVOUS: the next
+ * in the site's range LOW-HIGH after it (past it, where RENDEZVOUS lies
+ * outside the range: a reserved port). 0 when none is free.
+ */
+uint16_t net_nccl_port(uint16_t rendezvous, uint16_t low, uint16_t high);
+
 /* Write all of BUF before DEADLINE; false on failure. */
 bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline);
 

@@ -10,16 +10,14 @@
 
 #include "bootstrap.h"
 #include "commands.h"
-#include "join.h"
+#include "../common/join.h"
 #include "nccl_check.h"
 #include "../common/net.h"
 #include "../common/netif.h"
-#include "node.h"
+#include "../common/node.h"
 #include "pmix_client.h"
-#include "rank0.h"
-#include "../common/hostlist.h"
+#include "../common/rank0.h"
 #include "../common/python_hook.h"
-#include "../common/tasks_per_node.h"
 
 /*
  * The PMIx key under which rank 0 publishes its rendezvous port, and the
@@ -31,8 +29,6 @@
 /* How a user makes one by hand. */
 #define SECRET_RECIPE \
 	"export " SECRET_ENV "=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
-/* How far past the step's ports rank 0 looks for a free one. */
-#define PORT_SEARCH 256
 /* How long a lean leader asks PMIx where rank 0 went, before it tries
  * the first port again (it may only have been slow). */
 #define RELOCATE_LOOKUP_MS 500
@@ -84,6 +80,8 @@ static int read_secret_fd(int fd)
  * plugin checked it against its node before passing it (plugin/task.c).
  */
 static char rank0_host[256];
+/* --rank0-port: only where rank 0 moved (bootstrap_rank0_port). */
+static bool rank0_port_only;
 
 int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		      int *result_fd, int *next)
@@ -94,6 +92,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 		{ "result-fd", required_argument, NULL, 'r' },
 		{ "secret-fd", required_argument, NULL, 'k' },
 		{ "rank0-host", required_argument, NULL, 'h' },
+		{ "rank0-port", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[640], word[64];
@@ -136,6 +135,9 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 			}
 			strcpy(rank0_host, optarg);
 			break;
+		case 'P':
+			rank0_port_only = true;
+			break;
 		default:
 			return 2;
 		}
@@ -175,9 +177,8 @@ struct task {
 	char step_id[32];
 	char host[256];
 	/* Slurm's view, to name the host of a missing rank. */
-	struct dt_hostlist *nodes;
-	struct dt_tasks_per_node tpn;
-	bool block_layout;
+	bool in_slurm;
+	struct dt_slurm_step slurm_step;
 	/*
 	 * A member of a PMIx step that srun gave the secret: its leader is
 	 * the node's PMIx client and tells it PMIx's view, which is checked
@@ -202,8 +203,6 @@ static void task_free(struct task *t)
 	pmix_close(t->pmix);
 	dt_layout_free(&t->layout);
 	dt_layout_free(&t->slurm);
-	dt_hostlist_free(t->nodes);
-	dt_tpn_free(&t->tpn);
 }
 
 /* Host of RANK: from PMIx, else from Slurm's block layout. */
@@ -211,18 +210,11 @@ static const char *rank_host(uint32_t rank, void *arg)
 {
 	struct task *t = arg;
 	static char name[256];
-	uint32_t node = 0;
-	uint64_t before = 0;
 
 	if (t->pmix)
 		return pmix_rank_host(t->pmix, rank);
-	if (!t->nodes || !t->block_layout)
-		return NULL;
-	while (node < t->tpn.nodes &&
-	       (before += dt_tpn_at(&t->tpn, node)) <= rank)
-		node++;
-	if (node >= t->tpn.nodes ||
-	    dt_hostlist_nth(t->nodes, node, name, sizeof(name)) < 0)
+	if (!t->in_slurm || dt_slurm_rank_host(&t->slurm_step, rank, name,
+					       sizeof(name)) < 0)
 		return NULL;
 	return name;
 }
@@ -269,10 +261,8 @@ static int find_place(struct task *t, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
-		dt_hostlist_parse(step.nodelist, &t->nodes, NULL, 0);
-		dt_tpn_parse(step.tasks_per_node, &t->tpn, NULL, 0);
-		t->block_layout = !step.distribution ||
-				  !strncmp(step.distribution, "block", 5);
+		t->in_slurm = true;
+		t->slurm_step = step;
 	}
 
 	/*
@@ -348,7 +338,7 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 		"free a port in the site's range" :
 		"run with --mpi=pmix so that rank 0 picks a free port";
 
-	for (unsigned i = 0; i < PORT_SEARCH; i++) {
+	for (unsigned i = 0; i < NET_PORT_SEARCH; i++) {
 		uint16_t port;
 
 		if (i < t->ports.count)
@@ -380,19 +370,8 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 /* A free port for NCCL's bootstrap root, other than the rendezvous. */
 static uint16_t nccl_port(const struct task *t)
 {
-	uint16_t rdv = t->ports.port[0];
-	unsigned span = (unsigned)(t->cfg->port_hi - t->cfg->port_lo + 1);
-
-	for (unsigned i = 1; i < PORT_SEARCH; i++) {
-		uint16_t port = (uint16_t)(t->cfg->port_lo +
-					   (rdv - t->cfg->port_lo + i) % span);
-
-		if (rdv < t->cfg->port_lo || rdv > t->cfg->port_hi)
-			port = (uint16_t)(rdv + i);	/* reserved ports */
-		if (port != rdv && net_port_is_free(port))
-			return port;
-	}
-	return 0;
+	return net_nccl_port(t->ports.port[0], t->cfg->port_lo,
+			     t->cfg->port_hi);
 }
 
 /*
@@ -414,7 +393,7 @@ static int need_secret(const struct task *t, bool *quiet, char *err,
 	return -1;
 }
 
-/* This node's socket for its ranks (helper/node.h). */
+/* This node's socket for its ranks (common/node.h). */
 static void node_socket_name(const struct task *t,
 			     char name[DT_RDV_NODE_SOCKET_LEN + 1])
 {
@@ -580,7 +559,7 @@ static int read_published(struct task *t, char *value, char *err,
 
 /*
  * A lean leader found no rank 0 on the step's first port: where did it go?
- * Rank 0 says so through PMIx when it moves (helper/join.h).
+ * Rank 0 says so through PMIx when it moves (common/join.h).
  */
 static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
 {
@@ -601,6 +580,36 @@ static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
 	return rc;
 }
 
+bool bootstrap_wants_rank0_port(void)
+{
+	return rank0_port_only;
+}
+
+int bootstrap_rank0_port(const struct dt_config *cfg, struct dt_env *out)
+{
+	struct task t;
+	char err[1024], text[8];
+	uint16_t port;
+	int rc = 1, found;
+
+	memset(&t, 0, sizeof(t));
+	t.cfg = cfg;
+	/* PMIx_Init can hang where the step is gone: end quietly, the
+	 * plugin hears a kill as "rank 0 said nothing". */
+	signal(SIGALRM, SIG_DFL);
+	alarm(10);
+	/* The plugin tries the first port again when we cannot tell: its
+	 * message at the deadline is the one that matters. */
+	found = relocate(&t, &port, err, sizeof(err));
+	snprintf(text, sizeof(text), "%u", port);
+	if (found >= 0 && (!found ||
+	    dt_env_add(out, "MASTER_PORT", text, DT_ENV_SET) == 0))
+		rc = 0;
+	alarm(0);
+	task_free(&t);
+	return rc;
+}
+
 /* Other ranks: learn rank 0's port, reach it, wait for the word. */
 static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 			   uint64_t deadline, struct dt_rdv_result *res,
@@ -610,13 +619,9 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	struct join_target target = {
 		.host = t->layout.master_addr, .timeout_s = t->cfg->timeout,
 		.relocate = t->pmix_lean ? relocate : NULL, .arg = t,
-		/* A try comes at most this late after rank 0 listens; all
-		 * nodes together send it about 20,000 tries a second. */
-		.retry_ms = t->layout.num_nodes / 20 < 2 ? 2 :
-			    t->layout.num_nodes / 20 > 50 ? 50 :
-			    t->layout.num_nodes / 20,
+		.retry_ms = join_retry_ms(t->layout.num_nodes),
 	};
-	uint64_t reply_wait, gather_by;
+	uint64_t reply_wait;
 	int node_fd = -1, rc;
 
 	if (t->pmix) {
@@ -662,9 +667,9 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 		if (node_fd < 0)
 			return -1;
 	}
-	gather_by = deadline > now_ms() + 6000 ? deadline - 3000 : deadline;
 	target.port = t->ports.port[0];
-	rc = node_lead(node_fd, t->layout.local_size, gather_by,
+	rc = node_lead(node_fd, t->layout.local_size,
+		       node_gather_deadline(deadline),
 		       leader_views(t), &target, step_secret.bytes, hello,
 		       deadline, reply_wait, res, quiet, err, errlen);
 	if (node_fd >= 0)

@@ -8,6 +8,8 @@
 #ifndef DIST_TRAIN_HELPER_BOOTSTRAP_H
 #define DIST_TRAIN_HELPER_BOOTSTRAP_H
 
+#include <stdbool.h>
+
 #include "../common/settings.h"
 #include "../common/train_env.h"
 
@@ -18,6 +20,8 @@
  *   --result-fd=N             (bootstrap) where the records go
  *   --rank0-host=NAME         (bootstrap) rank 0's node, where Slurm's
  *                             layout does not say it (-m arbitrary)
+ *   --rank0-port              (bootstrap) only ask PMIx where rank 0
+ *                             moved (bootstrap_rank0_port)
  * Stops at "--" or the first non-option; *NEXT is its index. Returns 0,
  * or 2 after printing a usage error.
  */
@@ -29,6 +33,16 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
  * exit status after printing one message (none when rank 0 reports it).
  */
 int bootstrap(const struct dt_config *cfg, struct dt_env *out);
+
+/*
+ * For the plugin's node leaders in a lean PMIx step, which are no PMIx
+ * clients (plugin/leader.c): the port rank 0 published through PMIx when
+ * it moved off the step's first, as MASTER_PORT in OUT (absent when it
+ * published none, or not yet). Returns 0, or 1 when PMIx cannot tell:
+ * quietly, as the plugin then tries the first port again.
+ */
+bool bootstrap_wants_rank0_port(void);
+int bootstrap_rank0_port(const struct dt_config *cfg, struct dt_env *out);
 
 /* The verbose line for this task on stderr, with NOTES if any. */
 void bootstrap_describe(const struct dt_env *env, const char *notes);

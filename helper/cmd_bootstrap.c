@@ -44,7 +44,8 @@ int cmd_bootstrap(int argc, char **argv)
 			     "[--settings=SETTINGS] [--port-range=LOW-HIGH]");
 		return 2;
 	}
-	rc = bootstrap(&cfg, &env);
+	rc = bootstrap_wants_rank0_port() ? bootstrap_rank0_port(&cfg, &env) :
+	     bootstrap(&cfg, &env);
 	if (rc)
 		goto out;
 	len = dt_env_serialize(&env, NULL, 0);

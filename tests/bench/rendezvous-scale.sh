@@ -1,7 +1,7 @@
 #!/bin/bash
 # Rank 0's start barrier at scale, on this machine: simulated nodes join
 # rank 0's real rendezvous code (tests/bench/rendezvous_scale.c links
-# helper/rank0.c and common/rendezvous.c), each node's leader speaking for
+# common/rank0.c and common/rendezvous.c), each node's leader speaking for
 # PER_NODE ranks with one connection, as the product's do; rank 0's own
 # node's members come over its Unix socket. In the same run, a bare accept
 # loop (read one line from each of the same connections, answer "OK" once

@@ -3,7 +3,7 @@
  * PER_NODE ranks each join rank 0 as the product's nodes do (one
  * connection per node, its leader's hello for all its ranks; rank 0's own
  * node's members over its Unix socket), against the product's own code
- * (helper/rank0.c over common/rendezvous.c, linked, not copied), and, in
+ * (common/rank0.c over common/rendezvous.c, linked, not copied), and, in
  * the same run, against a bare accept loop that reads one line from each
  * of the same connections and answers "OK" once all are in: the floor of
  * any TCP barrier.
@@ -35,8 +35,8 @@
 #include <unistd.h>
 
 #include "../../common/net.h"
-#include "../../helper/node.h"
-#include "../../helper/rank0.h"
+#include "../../common/node.h"
+#include "../../common/rank0.h"
 
 #define IN_FLIGHT 1024
 #define PER_ADDRESS 2048

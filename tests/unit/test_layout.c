@@ -249,6 +249,33 @@ static void test_step_from_env(void)
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NUM_NODES='x' is not a number");
 }
 
+/* The host named for a missing rank: Slurm's block layout only. */
+static void test_rank_host(void)
+{
+	struct dt_slurm_step step = { .nodelist = "n[1-4]",
+				      .tasks_per_node = "5,1(x3)" };
+	char name[8];
+
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 0, name, sizeof(name)), 0);
+	CU_ASSERT_STRING_EQUAL(name, "n1");
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 4, name, sizeof(name)), 0);
+	CU_ASSERT_STRING_EQUAL(name, "n1");
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 6, name, sizeof(name)), 0);
+	CU_ASSERT_STRING_EQUAL(name, "n3");
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 7, name, sizeof(name)), 0);
+	CU_ASSERT_STRING_EQUAL(name, "n4");
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 8, name, sizeof(name)), -1);
+	step.distribution = "block:cyclic";
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 6, name, sizeof(name)), 0);
+	step.distribution = "cyclic";
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 6, name, sizeof(name)), -1);
+	step.distribution = NULL;
+	step.nodelist = "n[1-";
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 6, name, sizeof(name)), -1);
+	step.nodelist = "a-very-long-host-name";
+	CU_ASSERT_EQUAL(dt_slurm_rank_host(&step, 0, name, sizeof(name)), -1);
+}
+
 static void test_pmix_cross_check(void)
 {
 	struct dt_slurm_step s = step("n[1-4]", "5,1(x3)", 4, 1, 8, 1);
@@ -345,6 +372,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_rank0_from_pmix_later),
 	UNIT_TEST(test_rank0_from_hostfile),
 	UNIT_TEST(test_step_from_env),
+	UNIT_TEST(test_rank_host),
 	UNIT_TEST(test_pmix_cross_check),
 };
 

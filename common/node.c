@@ -187,6 +187,11 @@ static uint32_t gather(int listen_fd, struct node_member *m,
 	return joined;
 }
 
+uint64_t node_gather_deadline(uint64_t deadline_ms)
+{
+	return deadline_ms > now_ms() + 6000 ? deadline_ms - 3000 : deadline_ms;
+}
+
 int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 	      const struct node_views *views, const struct join_target *target,
 	      const uint8_t *secret,

@@ -80,6 +80,11 @@ static int reach(const char *host, const char *port, uint64_t deadline,
 	return fd;
 }
 
+unsigned join_retry_ms(uint32_t nodes)
+{
+	return nodes / 20 < 2 ? 2 : nodes / 20 > 50 ? 50 : nodes / 20;
+}
+
 int join_rank0(const struct join_target *target, const uint8_t *secret,
 	       const struct dt_rdv_hello *hello, uint64_t connect_deadline_ms,
 	       uint64_t reply_wait_ms, struct dt_rdv_result *res,

@@ -2,8 +2,8 @@
  * Every rank but 0: reach rank 0, prove this task belongs to the step,
  * and wait for rank 0's answer, which it proves too (common/rendezvous.h).
  */
-#ifndef DIST_TRAIN_HELPER_JOIN_H
-#define DIST_TRAIN_HELPER_JOIN_H
+#ifndef DIST_TRAIN_COMMON_JOIN_H
+#define DIST_TRAIN_COMMON_JOIN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +27,13 @@ struct join_target {
 	int (*relocate)(void *arg, uint16_t *port, char *err, size_t errlen);
 	void *arg;
 };
+
+/*
+ * The longest wait between a leader's tries at rank 0 for a step of NODES:
+ * a try comes at most this late after rank 0 listens, and all nodes
+ * together send it about 20,000 tries a second.
+ */
+unsigned join_retry_ms(uint32_t nodes);
 
 /*
  * Reach TARGET and prove HELLO with SECRET by CONNECT_DEADLINE_MS (trying

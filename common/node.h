@@ -5,10 +5,10 @@
  * the step's user are let in, by peer credentials), joins rank 0 once for
  * all of them, and hands each member rank 0's answer, made for it (see
  * common/rendezvous.h). Rank 0 leads its own node inside its event loop
- * (helper/rank0.c); other leaders use node_lead.
+ * (common/rank0.c); other leaders use node_lead.
  */
-#ifndef DIST_TRAIN_HELPER_NODE_H
-#define DIST_TRAIN_HELPER_NODE_H
+#ifndef DIST_TRAIN_COMMON_NODE_H
+#define DIST_TRAIN_COMMON_NODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,6 +62,10 @@ int node_member_check(struct node_member *m, const struct node_views *views,
 void node_member_answer(struct node_member *m, const uint8_t *secret,
 			const struct dt_rdv_reply *reply,
 			const struct node_views *views);
+
+/* When a leader whose rank 0 gives up at DEADLINE_MS stops waiting for
+ * late members: shortly before, so that it can still speak for the rest. */
+uint64_t node_gather_deadline(uint64_t deadline_ms);
 
 /*
  * A leader other than rank 0: gather the node's other LOCAL_SIZE - 1

@@ -6,15 +6,15 @@
  * every rank has proven itself, or names the missing ones. Like PyTorch's
  * TCPStore, every rank makes one connection to rank 0.
  */
-#ifndef DIST_TRAIN_HELPER_RANK0_H
-#define DIST_TRAIN_HELPER_RANK0_H
+#ifndef DIST_TRAIN_COMMON_RANK0_H
+#define DIST_TRAIN_COMMON_RANK0_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/member.h"
-#include "../common/rendezvous.h"
+#include "member.h"
+#include "rendezvous.h"
 
 struct node_views;
 
@@ -30,11 +30,11 @@ struct rank0_params {
 	void *host_arg;
 	uint32_t max_pending;		/* 0: RANK0_MAX_PENDING */
 	uint32_t hello_ms;		/* 0: RANK0_HELLO_MS */
-	/* Rank 0 leads its node too (helper/node.h): its socket, or -1,
+	/* Rank 0 leads its node too (common/node.h): its socket, or -1,
 	 * and how many members to expect there. */
 	int node_fd;
 	uint32_t members;
-	const struct node_views *views;	/* or NULL (helper/node.h) */
+	const struct node_views *views;	/* or NULL (common/node.h) */
 	uint32_t nodes;			/* the step's: one connection each */
 	/* Rank 0's address, for when no other node connects. */
 	const char *address;
