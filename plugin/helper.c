@@ -168,13 +168,14 @@ out:
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     struct dt_env *out, char *err, size_t errlen)
+		     bool rank0_port_only, struct dt_env *out, char *err,
+		     size_t errlen)
 {
 	static char command[] = "bootstrap", result[] = "--result-fd=3",
-		    secret_arg[] = "--secret-fd=4";
+		    secret_arg[] = "--secret-fd=4", port_only[] = "--rank0-port";
 	char settings[256], ports[32], rank0[256 + 14];
 	char *argv[] = { (char *)cfg->helper, command, result, ports, settings,
-			 NULL, NULL, NULL };
+			 NULL, NULL, NULL, NULL };
 	int next_arg = 5;
 	int secret_fd = -1;
 	struct sigaction dfl, old;
@@ -204,6 +205,8 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		snprintf(rank0, sizeof(rank0), "--rank0-host=%s", rank0_host);
 		argv[next_arg++] = rank0;
 	}
+	if (rank0_port_only)
+		argv[next_arg++] = port_only;
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "cannot start the helper: %s",
 			 strerror(errno));

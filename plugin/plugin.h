@@ -7,8 +7,9 @@
  *   slurmstepd.c   once per node and step: the node's layout and ports
  *   task.c         each task, just before exec: its environment
  *   helper.c       ... computed by the dist-train helper, with PMIx
- *   member.c       ... or, for a lean PMIx step's members, told by the
- *                  node's helper
+ *   member.c       ... or, in a lean PMIx step, without it: a member's,
+ *                  told by its node's leader
+ *   leader.c       ... and a node leader's, rank 0's included
  *   torchrun.c     ... or, in torchrun mode, for a torchrun agent
  */
 #ifndef DIST_TRAIN_PLUGIN_H
@@ -121,21 +122,43 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 		      size_t notes_len, char *err, size_t errlen);
 
 /* helper.c: run `dist-train bootstrap`, handing it SECRET (hex, or NULL)
- * on a pipe, and RANK0_HOST (NULL: Slurm's layout says) once checked; 0,
- * or -1 (ERR may be empty when the helper already told the user). */
+ * on a pipe, and RANK0_HOST (NULL: Slurm's layout says) once checked, or
+ * with RANK0_PORT_ONLY, `bootstrap --rank0-port`; 0, or -1 (ERR may be
+ * empty when the helper already told the user). */
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     struct dt_env *out, char *err, size_t errlen);
+		     bool rank0_port_only, struct dt_env *out, char *err,
+		     size_t errlen);
 
-/* member.c: whether this task (LOCAL_RANK, with the step's SECRET in hex
- * or "") can do without a helper of its own: a lean PMIx step's member. */
-bool member_without_helper(const struct plugin_state *st, char **envp,
-			   int local_rank, const char *secret);
-/* Its environment, once the node's leader passed rank 0's answer on; 0,
- * or -1 with ERR (*QUIET: rank 0 or the leader reports it). */
+struct dt_rdv_result;
+
+/*
+ * member.c: whether this task (with the step's SECRET in hex, or "") is
+ * one of a lean PMIx step's, which need no helper of their own: each
+ * node's local rank 0 leads it (leader.c), its other tasks are members.
+ */
+bool lean_without_helper(const struct plugin_state *st, char **envp,
+			 const char *secret);
+/* PMIX_RANK is Slurm's RANK: 0, or -1 with ERR. */
+int lean_check_rank(char **envp, uint32_t rank, char *err, size_t errlen);
+/* A lean task's environment from rank 0's answer RES: 0, or -1 with ERR. */
+int lean_task_env(const struct plugin_state *st, char **envp, uint32_t rank,
+		  int local_rank, const char *step_id,
+		  const struct dt_rdv_result *res, struct dt_env *env,
+		  char *err, size_t errlen);
+/* A member's, once the node's leader passed rank 0's answer on; 0, or -1
+ * with ERR (*QUIET: rank 0 or the leader reports it). */
 int member_task_env(const struct plugin_state *st, char **envp,
 		    uint32_t rank, int local_rank, const char *secret,
 		    const char *step_id, struct dt_env *env, bool *quiet,
+		    char *err, size_t errlen);
+
+/* leader.c: a leader's, rank 0's included, once every rank arrived; 0, or
+ * -1 with ERR (*QUIET as above), or with *USE_HELPER and no ERR where rank
+ * 0 must move off the step's first port: then the helper does it all. */
+int leader_task_env(const struct plugin_state *st, char **envp,
+		    uint32_t rank, const char *secret, const char *step_id,
+		    struct dt_env *env, bool *use_helper, bool *quiet,
 		    char *err, size_t errlen);
 
 #endif

@@ -38,7 +38,9 @@
 # Then where the time goes, per context, from one run of each with
 # --dist-train=verbose (plugin/task.c, helper/bootstrap.c print what each
 # part took): srun's callbacks; slurmstepd's once per node (topology
-# included); each task's (the helper included); the helper's own parts.
+# included); each task's (the helper included); the start barrier's wait
+# where the tasks run it themselves (a lean PMIx step), or the helper's
+# own parts.
 # Medians over the nodes or tasks of that run, worst in brackets.
 set -u
 reps=${1:-10}
@@ -236,6 +238,9 @@ for layout in "-N4 -n8" "-N4 -n64 --overcommit" "-N4 -n8 --mpi=pmix" \
 	echo "    srun: $(sed -n 's/.*took \([0-9.]*\) ms in srun.*/\1/p' "$ERR" | head -1)"
 	echo "    slurmstepd, per node: $(per_node 2) (topology $(per_node 3))"
 	echo "    task: $(field '.*| took: node .*, task \([0-9.]*\) ms.*')"
+	if grep -q '| no helper: ' "$ERR"; then
+		echo "    the barrier in the plugin, as each task waited: $(field '.*| no helper: [^|;]* in \([0-9.]*\) ms.*')"
+	fi
 	if grep -q 'the helper took' "$ERR"; then
 		echo "    helper, as the task saw it: $(field '.*| took: .* (helper \([0-9.]*\))$')"
 		echo "      where it is (PMIx_Init, the layout): $(field '.*the helper took: place \([0-9]*\) ms.*')"

@@ -8,11 +8,6 @@ cluster_start
 plan 15
 
 make_show_script
-job_file slow-helper <<EOF
-#!/bin/sh
-[ "\$(hostname)" = "\${DT_TEST_SLOW:-none}" ] && sleep "\${DT_TEST_DELAY:-0}"
-exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
-EOF
 
 no_drained_node() {
 	! SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf sinfo -h -N -o '%N %T' |
@@ -23,7 +18,7 @@ no_drained_node() {
 # timeout, and with --kill-on-bad-exit srun ends the step at once, but for
 # the dead node's task, which it waits for until Slurm declares the node
 # down (SlurmdTimeout: 30 s on this cluster).
-set_plugin_args helper="$JOBS/slow-helper"
+late_node_plugin
 start=$(date +%s)
 timeout -k 10 200 "$DT_CLUSTER" run env DT_TEST_SLOW=n3 DT_TEST_DELAY=600 \
 	srun -N4 -n8 --kill-on-bad-exit=1 --mpi=pmix --dist-train=timeout=20 \

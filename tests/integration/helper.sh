@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 13
+plan 14
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -65,13 +65,16 @@ check "check without PMIx on a taken port: one clear message, naming the fix" \
 	grep -q '^dist-train: error: port [0-9]* on n1 is in use by another program; run with --mpi=pmix so that rank 0 picks a free port$' "$OUT" || show_output
 
 set_plugin_args helper=/nonexistent/dist-train
-job srun -N2 -n2 --mpi=pmix --dist-train true
+job srun -N2 -n2 --mpi=pmix --dist-train=check true
 rc=$?
 check "a missing helper fails the step with a message for the administrator" \
 	eval '[ $rc != 0 ] && grep -q "^dist-train: error: cannot run the helper /nonexistent/dist-train: No such file or directory; the cluster'"'"'s administrator must install dist-train there, or name it with helper= in plugstack.conf$" "$ERR"' || show_output
 job srun -N2 -n2 --mpi=none --dist-train ./show.sh
 check "... while steps that need no helper still work" \
 	test "$(count_lines '^TASK .* SOURCE=slurm$')" = 2 || show_output
+job srun -N2 -n4 --mpi=pmix --dist-train ./show.sh
+check "... a PMIx step among them (its nodes lead themselves in the plugin)" \
+	test "$(count_lines '^TASK .* SOURCE=pmix$')" = 4 || show_output
 
 echo '#!/bin/sh' | job_file not-executable
 chmod 0644 "$JOBS/not-executable"

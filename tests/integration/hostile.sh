@@ -123,7 +123,7 @@ attacked_step() {
 			END { exit !ok }' "$attack_log" || diag "$(cat "$attack_log")"
 }
 
-set_plugin_args helper="$JOBS/slow-helper"
+late_node_plugin
 if slurm_has_pmix; then
 	SOURCE=pmix attacked_step "PMIx" --mpi=pmix --dist-train
 else

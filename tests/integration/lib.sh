@@ -174,6 +174,19 @@ set_plugin_args() {
 	"$DT_CLUSTER" plugstack "$@"
 }
 
+# late_node_plugin [ARGS...]: set_plugin_args ARGS, with the tests' own
+# SPANK plugin (tests/integration/late_node.c) before dist_train.so: the
+# nodes named in a job's DT_TEST_SLOW start their tasks DT_TEST_DELAY
+# seconds late. set_plugin_args takes it out again.
+late_node_plugin() {
+	local so=$TOP_BUILDDIR/tests/integration/.libs/late_node.so
+	[ -e "$so" ] || make -s -C "$TOP_BUILDDIR/tests" integration/late_node.la >/dev/null
+	install -m 0755 "$so" "$DT_CLUSTER_DIR/lib/late_node.so"
+	"$DT_CLUSTER" plugstack "$@"
+	sed -i "1i required $DT_CLUSTER_DIR/lib/late_node.so" \
+		"$DT_CLUSTER_DIR/etc/plugstack.conf"
+}
+
 # job CMD...: run CMD as the cluster's unprivileged user in $JOBS, with a
 # time limit; stdout and stderr go to $OUT and $ERR.
 OUT=$JOBS/.out

@@ -57,11 +57,12 @@ static char helper_env_secret[DT_SECRET_HEX + 1];
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     struct dt_env *out, char *err, size_t errlen)
+		     bool rank0_port_only, struct dt_env *out, char *err,
+		     size_t errlen)
 {
 	const char *in_env = dt_envp_get((char **)envp, DT_SECRET_ENV);
 
-	(void)cfg, (void)rank0_host, (void)out;
+	(void)cfg, (void)rank0_host, (void)rank0_port_only, (void)out;
 	snprintf(helper_secret, sizeof(helper_secret), "%s",
 		 secret ? secret : "");
 	snprintf(helper_env_secret, sizeof(helper_env_secret), "%s",
@@ -70,12 +71,12 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	return -1;
 }
 
-/* A lean PMIx step's member (plugin/member.c) is tested on the cluster
- * (tests/integration/pmix.sh): these tasks never are one. */
-bool member_without_helper(const struct plugin_state *st, char **envp,
-			   int local_rank, const char *secret)
+/* A lean PMIx step's tasks (plugin/member.c, plugin/leader.c) are tested
+ * on the cluster (tests/integration/pmix.sh): these tasks never are. */
+bool lean_without_helper(const struct plugin_state *st, char **envp,
+			 const char *secret)
 {
-	(void)st, (void)envp, (void)local_rank, (void)secret;
+	(void)st, (void)envp, (void)secret;
 	return false;
 }
 
@@ -87,6 +88,17 @@ int member_task_env(const struct plugin_state *st, char **envp,
 	(void)st, (void)envp, (void)rank, (void)local_rank, (void)secret;
 	(void)step_id, (void)env, (void)quiet;
 	snprintf(err, errlen, "a member is not part of this test");
+	return -1;
+}
+
+int leader_task_env(const struct plugin_state *st, char **envp,
+		    uint32_t rank, const char *secret, const char *step_id,
+		    struct dt_env *env, bool *use_helper, bool *quiet,
+		    char *err, size_t errlen)
+{
+	(void)st, (void)envp, (void)rank, (void)secret, (void)step_id;
+	(void)env, (void)use_helper, (void)quiet;
+	snprintf(err, errlen, "a leader is not part of this test");
 	return -1;
 }
 
