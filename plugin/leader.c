@@ -138,7 +138,7 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 		    struct dt_env *env, bool *use_helper, bool *quiet,
 		    char *err, size_t errlen)
 {
-	char name[DT_RDV_NODE_SOCKET_LEN + 1], host[256] = "";
+	char name[DT_RDV_NODE_SOCKET_LEN + 1], host[256];
 	uint8_t key[DT_SECRET_LEN];
 	struct leader l = { st, envp, key,
 			    now_ms() + (uint64_t)st->step.timeout * 1000 };
@@ -150,14 +150,8 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 
 	*use_helper = false;
 	*quiet = false;
-	if (lean_check_rank(envp, rank, err, errlen) < 0)
+	if (lean_task_start(envp, rank, secret, key, host, err, errlen) < 0)
 		return -1;
-	if (dt_secret_parse(secret, key) < 0) {
-		snprintf(err, errlen, "the step's secret is malformed");
-		return -1;
-	}
-	if (gethostname(host, sizeof(host) - 1) < 0)
-		snprintf(host, sizeof(host), "unknown");
 	/* Rank 0's loop may raise it; the program gets the one it had. */
 	have_files = getrlimit(RLIMIT_NOFILE, &files) == 0;
 	if (rank == 0) {

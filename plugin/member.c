@@ -31,16 +31,26 @@ bool lean_without_helper(const struct plugin_state *st, char **envp,
 	       dt_envp_get(envp, "PMIX_RANK");
 }
 
-int lean_check_rank(char **envp, uint32_t rank, char *err, size_t errlen)
+int lean_task_start(char **envp, uint32_t rank, const char *secret,
+		    uint8_t key[DT_SECRET_LEN], char host[256], char *err,
+		    size_t errlen)
 {
 	const char *claimed = dt_envp_get(envp, "PMIX_RANK");
 
 	/* What the helper checks too (helper/bootstrap.c). */
-	if (strtoul(claimed, NULL, 10) == rank)
-		return 0;
-	snprintf(err, errlen, "PMIx and Slurm disagree on this task's rank: "
-		 "PMIx says %s, Slurm %u", claimed, rank);
-	return -1;
+	if (strtoul(claimed, NULL, 10) != rank) {
+		snprintf(err, errlen, "PMIx and Slurm disagree on this task's "
+			 "rank: PMIx says %s, Slurm %u", claimed, rank);
+		return -1;
+	}
+	if (dt_secret_parse(secret, key) < 0) {
+		snprintf(err, errlen, "the step's secret is malformed");
+		return -1;
+	}
+	memset(host, 0, 256);
+	if (gethostname(host, 255) < 0)
+		snprintf(host, 256, "unknown");
+	return 0;
 }
 
 int lean_task_env(const struct plugin_state *st, char **envp, uint32_t rank,
@@ -80,21 +90,15 @@ int member_task_env(const struct plugin_state *st, char **envp,
 		    const char *step_id, struct dt_env *env, bool *quiet,
 		    char *err, size_t errlen)
 {
-	char name[DT_RDV_NODE_SOCKET_LEN + 1], host[256] = "";
+	char name[DT_RDV_NODE_SOCKET_LEN + 1], host[256];
 	uint8_t key[DT_SECRET_LEN];
 	uint64_t wait_ms = (uint64_t)st->step.timeout * 1000;
 	struct dt_rdv_result res;
 	int rc = -1;
 
 	*quiet = false;
-	if (lean_check_rank(envp, rank, err, errlen) < 0)
+	if (lean_task_start(envp, rank, secret, key, host, err, errlen) < 0)
 		return -1;
-	if (dt_secret_parse(secret, key) < 0) {
-		snprintf(err, errlen, "the step's secret is malformed");
-		return -1;
-	}
-	if (gethostname(host, sizeof(host) - 1) < 0)
-		snprintf(host, sizeof(host), "unknown");
 	dt_rdv_node_socket(key, step_id, host, name);
 	/* The leader answers once rank 0 did, within the step's timeout of
 	 * its start: wait that long, and a little more, once connected. */

@@ -139,8 +139,12 @@ struct dt_rdv_result;
  */
 bool lean_without_helper(const struct plugin_state *st, char **envp,
 			 const char *secret);
-/* PMIX_RANK is Slurm's RANK: 0, or -1 with ERR. */
-int lean_check_rank(char **envp, uint32_t rank, char *err, size_t errlen);
+/* What every lean task checks and takes first: PMIX_RANK is Slurm's
+ * RANK; KEY, the step's SECRET as bytes; HOST, this node's name. 0, or
+ * -1 with ERR. */
+int lean_task_start(char **envp, uint32_t rank, const char *secret,
+		    uint8_t key[DT_SECRET_LEN], char host[256], char *err,
+		    size_t errlen);
 /* A lean task's environment from rank 0's answer RES: 0, or -1 with ERR. */
 int lean_task_env(const struct plugin_state *st, char **envp, uint32_t rank,
 		  int local_rank, const char *step_id,
