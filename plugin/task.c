@@ -55,10 +55,12 @@ static int apply(spank_t sp, const struct dt_env *env)
 }
 
 /*
- * The helper, not this plugin, handles PMIx (it cannot be used inside
- * slurmstepd) and whatever needs the ranks to talk before the program.
+ * Whether the ranks meet at the start barrier before the program: in a
+ * lean PMIx step the tasks run it themselves (member.c, leader.c), else
+ * the helper does, which also handles PMIx (it cannot be used inside
+ * slurmstepd).
  */
-static bool needs_helper(const struct dt_config *cfg, char **envp)
+static bool needs_barrier(const struct dt_config *cfg, char **envp)
 {
 	return cfg->check || cfg->nccl ||
 	       (cfg->use_pmix && dt_envp_get(envp, "PMIX_NAMESPACE"));
@@ -151,7 +153,7 @@ int task_init(spank_t sp)
 	double start = plugin_clock_ms(), helper_ms = 0;
 	uint32_t rank;
 	int local_rank, rc = -1;
-	bool helper;
+	bool barrier;
 
 	if (!st->node_active)
 		return 0;
@@ -179,8 +181,8 @@ int task_init(spank_t sp)
 		}
 		goto set;
 	}
-	helper = needs_helper(&st->step, envp);
-	if (helper && lean_without_helper(st, envp, secret)) {
+	barrier = needs_barrier(&st->step, envp);
+	if (barrier && lean_without_helper(st, envp, secret)) {
 		bool quiet, use_helper = false;
 		double waited = plugin_clock_ms();
 		int got = local_rank ?
@@ -207,7 +209,7 @@ int task_init(spank_t sp)
 		}
 		/* Rank 0 must move: the helper does it all. */
 	}
-	if (helper) {
+	if (barrier) {
 		/* The helper cannot read what only srun knew: it is told. */
 		if (!st->layout.master_addr && hostfile_host[0] &&
 		    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
