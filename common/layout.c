@@ -171,6 +171,14 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	memset(out, 0, sizeof(*out));
 	out->source = DT_RANKS_FROM_SLURM;
 
+	if (step->distribution &&
+	    strnlen(step->distribution, DT_DISTRIBUTION_MAX + 1) >
+	    DT_DISTRIBUTION_MAX) {
+		dt_errf(err, errlen, "SLURM_DISTRIBUTION is longer than %u "
+			"bytes, more than any layout Slurm names: refused "
+			"unread", DT_DISTRIBUTION_MAX);
+		goto out;
+	}
 	if (!step->nodelist || !*step->nodelist) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST is not set in the "
 			"step's environment");

@@ -60,6 +60,7 @@ struct dt_task_ids {
 #define DT_STEP_TEXT_MAX (16u << 20)
 #define DT_NODELIST_PER_NODE 80		/* a name in full, and a comma */
 #define DT_TASKS_PER_NODE_PER_NODE 24	/* "65535(x65535)," */
+#define DT_DISTRIBUTION_MAX 256		/* "plane=4096,NoPack" and such */
 
 /*
  * Returns 0, or -1 with one sentence in ERR when the values contradict

@@ -60,6 +60,14 @@ int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
 	uint32_t slots, slot;
 
 	memset(out, 0, sizeof(*out));
+	if (resv_ports &&
+	    strnlen(resv_ports, DT_RESV_PORTS_TEXT_MAX + 1) >
+	    DT_RESV_PORTS_TEXT_MAX) {
+		dt_errf(err, errlen, "SLURM_STEP_RESV_PORTS is longer than %u "
+			"bytes, more than every port written out: refused "
+			"unread", DT_RESV_PORTS_TEXT_MAX);
+		return -1;
+	}
 	if (resv_ports && *resv_ports)
 		return parse_reserved(resv_ports, out, err, errlen);
 

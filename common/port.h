@@ -37,6 +37,12 @@ struct dt_step_ports {
 };
 
 /*
+ * SLURM_STEP_RESV_PORTS is read in slurmstepd, so bounded before it is
+ * parsed: every port there is, written out one by one ("65535,").
+ */
+#define DT_RESV_PORTS_TEXT_MAX (65536u * 6)
+
+/*
  * RESV_PORTS is SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12007") or
  * NULL. Returns 0, or -1 with one sentence in ERR.
  */

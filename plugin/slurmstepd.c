@@ -236,12 +236,12 @@ int slurmstepd_user_init(spank_t sp)
 	step.distribution = dt_envp_get(env, "SLURM_DISTRIBUTION");
 	/* PMIx may still tell where rank 0 is: task_init decides. */
 	step.rank0_elsewhere_ok = true;
+	if (dt_layout_from_slurm(&step, &st->layout, err, sizeof(err)) < 0)
+		goto fail;
+	/* Kept only once the layout has bounded it. */
 	free(st->distribution);
 	st->distribution = step.distribution ? strdup(step.distribution) :
 			   NULL;
-
-	if (dt_layout_from_slurm(&step, &st->layout, err, sizeof(err)) < 0)
-		goto fail;
 	if (dt_step_ports(dt_envp_get(env, "SLURM_STEP_RESV_PORTS"),
 			  st->job_id, st->step_id, st->step.port_lo,
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)

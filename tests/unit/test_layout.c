@@ -317,47 +317,35 @@ static void test_pmix_cross_check(void)
 }
 
 /* Peak resident memory of this process, in kB. */
-static long peak_kb(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmHWM:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
-}
-
 /* What slurmstepd reads is bounded before it is parsed: a 20 MB node
  * list is refused with one message, unread, not grown into memory. */
 static void test_huge_texts_refused(void)
 {
-	size_t len = 20u << 20;
-	char *huge = malloc(len + 1), err[256];
+	char *huge = unit_huge_text(20u << 20), err[256];
 	struct dt_slurm_step s;
 	struct dt_layout l;
 	long before;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
-	for (size_t i = 0; i < len; i += 2)
-		memcpy(huge + i, "a,", 2);
-	huge[len - 1] = 'a';
-	huge[len] = '\0';
-	before = peak_kb();
+	before = unit_peak_kb();
 	s = step(huge, "2(x4)", 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NODELIST is longer than 4416 "
 			       "bytes, more than a step of 4 nodes can have: "
 			       "refused unread");
-	CU_ASSERT(peak_kb() - before < 10 * 1024);
+	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
 	s = step("n[1-4]", huge, 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "SLURM_STEP_TASKS_PER_NODE is "
 				      "longer than 4192 bytes"));
-	CU_ASSERT(peak_kb() - before < 10 * 1024);
+	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	s = step("n[1-4]", "2(x4)", 4, 0, 8, 2);
+	s.distribution = huge;
+	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_DISTRIBUTION is longer than 256 "
+			       "bytes, more than any layout Slurm names: "
+			       "refused unread");
+	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
 	free(huge);
 }
 

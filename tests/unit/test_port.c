@@ -40,6 +40,33 @@ static void test_bad_reserved_ports(void)
 	}
 }
 
+/* Read in slurmstepd: a 20 MB list is refused unread, not parsed. */
+static void test_huge_reserved_ports(void)
+{
+	char *huge = unit_huge_text(20u << 20), err[256];
+	struct dt_step_ports p;
+	long before = unit_peak_kb();
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
+	CU_ASSERT_EQUAL(dt_step_ports(huge, 1, 0, 20000, 28999, &p, err,
+				      sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_RESV_PORTS is longer than "
+			       "393216 bytes, more than every port written "
+			       "out: refused unread");
+	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	/* The longest true one, every port one by one, still parses. */
+	for (size_t n = 0, port = 1; port <= 65535; port++)
+		n += (size_t)sprintf(huge + n, port < 65535 ? "%zu," : "%zu",
+				     port);
+	CU_ASSERT(strlen(huge) < DT_RESV_PORTS_TEXT_MAX);
+	CU_ASSERT_EQUAL(dt_step_ports(huge, 1, 0, 20000, 28999, &p, err,
+				      sizeof(err)), 0);
+	CU_ASSERT_EQUAL(p.count, 4);
+	CU_ASSERT_EQUAL(p.port[3], 4);
+	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	free(huge);
+}
+
 static void test_derived_rule(void)
 {
 	struct dt_step_ports p;
@@ -114,6 +141,7 @@ static void test_is_port(void)
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_reserved_ports_first),
 	UNIT_TEST(test_bad_reserved_ports),
+	UNIT_TEST(test_huge_reserved_ports),
 	UNIT_TEST(test_derived_rule),
 	UNIT_TEST(test_no_collisions),
 	UNIT_TEST(test_small_range),

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
@@ -18,6 +19,36 @@ struct unit_test {
 };
 
 #define UNIT_TEST(fn) { #fn, fn }
+
+/* The process's peak resident memory (VmHWM) in kB, or -1. */
+static inline long unit_peak_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kb = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* LEN bytes of "a,a,...,a": what a forged launch could put in a variable
+ * that slurmstepd reads. NULL without memory; the caller frees it. */
+static inline char *unit_huge_text(size_t len)
+{
+	char *text = malloc(len + 1);
+
+	if (!text)
+		return NULL;
+	for (size_t i = 0; i + 1 < len; i += 2)
+		memcpy(text + i, "a,", 2);
+	text[len - 1] = 'a';
+	text[len] = '\0';
+	return text;
+}
 
 static inline int unit_main(const char *suite, const struct unit_test *tests,
 			    size_t n)
