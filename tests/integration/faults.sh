@@ -9,16 +9,11 @@ plan 15
 
 make_show_script
 
-no_drained_node() {
-	! SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf sinfo -h -N -o '%N %T' |
-		grep -i -E 'drain|fail'
-}
-
 # A node dies while its tasks are in the bootstrap. The others fail at the
 # timeout, and with --kill-on-bad-exit srun ends the step at once, but for
 # the dead node's task, which it waits for until Slurm declares the node
 # down (SlurmdTimeout: 30 s on this cluster).
-late_node_plugin
+test_plugin late_node
 start=$(date +%s)
 timeout -k 10 200 "$DT_CLUSTER" run env DT_TEST_SLOW=n3 DT_TEST_DELAY=600 \
 	srun -N4 -n8 --kill-on-bad-exit=1 --mpi=pmix --dist-train=timeout=20 \

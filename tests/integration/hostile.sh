@@ -123,7 +123,7 @@ attacked_step() {
 			END { exit !ok }' "$attack_log" || diag "$(cat "$attack_log")"
 }
 
-late_node_plugin
+test_plugin late_node
 if slurm_has_pmix; then
 	SOURCE=pmix attacked_step "PMIx" --mpi=pmix --dist-train
 else

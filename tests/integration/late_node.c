@@ -1,6 +1,6 @@
 /*
  * For the integration tests only, never installed: a SPANK plugin put
- * before dist_train.so in plugstack.conf (late_node_plugstack in lib.sh)
+ * before dist_train.so in plugstack.conf (test_plugin in lib.sh)
  * that holds back every task of the nodes named in the job's DT_TEST_SLOW
  * (space-separated) for DT_TEST_DELAY seconds in task_init, just before
  * dist_train.so's, as a node slow to start its tasks would be. The start

@@ -174,17 +174,26 @@ set_plugin_args() {
 	"$DT_CLUSTER" plugstack "$@"
 }
 
-# late_node_plugin [ARGS...]: set_plugin_args ARGS, with the tests' own
-# SPANK plugin (tests/integration/late_node.c) before dist_train.so: the
-# nodes named in a job's DT_TEST_SLOW start their tasks DT_TEST_DELAY
-# seconds late. set_plugin_args takes it out again.
-late_node_plugin() {
-	local so=$TOP_BUILDDIR/tests/integration/.libs/late_node.so
-	[ -e "$so" ] || make -s -C "$TOP_BUILDDIR/tests" integration/late_node.la >/dev/null
-	install -m 0755 "$so" "$DT_CLUSTER_DIR/lib/late_node.so"
+# test_plugin NAME [ARGS...]: set_plugin_args ARGS, with one of the
+# tests' own SPANK plugins before dist_train.so: late_node
+# (tests/integration/late_node.c: the nodes named in a job's DT_TEST_SLOW
+# start their tasks DT_TEST_DELAY seconds late) or huge_env
+# (tests/integration/huge_env.c: slurmstepd is given a 20 MB variable
+# named by DT_TEST_HUGE). set_plugin_args takes it out again.
+test_plugin() {
+	local name=$1 so=$TOP_BUILDDIR/tests/integration/.libs/$1.so
+	shift
+	[ -e "$so" ] || make -s -C "$TOP_BUILDDIR/tests" "integration/$name.la" >/dev/null
+	install -m 0755 "$so" "$DT_CLUSTER_DIR/lib/$name.so"
 	"$DT_CLUSTER" plugstack "$@"
-	sed -i "1i required $DT_CLUSTER_DIR/lib/late_node.so" \
+	sed -i "1i required $DT_CLUSTER_DIR/lib/$name.so" \
 		"$DT_CLUSTER_DIR/etc/plugstack.conf"
+}
+
+# Whether every node of the cluster is still in service.
+no_drained_node() {
+	! SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf sinfo -h -N -o '%N %T' |
+		grep -i -E 'drain|fail'
 }
 
 # job CMD...: run CMD as the cluster's unprivileged user in $JOBS, with a

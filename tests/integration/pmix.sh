@@ -84,7 +84,7 @@ for holder in greets silent; do
 done
 
 # One node starts its tasks 5 s late: nobody's program starts before it.
-late_node_plugin
+test_plugin late_node
 t0=$(date +%s.%N)
 job env DT_TEST_SLOW=n3 DT_TEST_DELAY=5 srun -N4 -n8 --mpi=pmix --dist-train ./stamp.sh
 check "a node 5 s late: the step succeeds" test "$(count_lines '^START ')" = 8 || show_output

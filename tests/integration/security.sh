@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 14
+plan 23
 
 uid=$(id -u "${DT_CLUSTER_USER:-dttest}") gid=$(id -g "${DT_CLUSTER_USER:-dttest}")
 job_file id-helper <<EOF
@@ -73,5 +73,30 @@ long=$(printf 'verbose=no,%.0s' $(seq 1 2000))on
 job srun -N2 -n2 --dist-train="$long" sh -c 'echo "RANK=$RANK"'
 check "a 22 kB --dist-train value works" \
 	test "$(count_lines '^RANK=[01]$')" = 2 || show_output
+
+# What slurmstepd reads is bounded before it is parsed. Slurm's own srun
+# carries no variable above 256 KiB, a launch message written by hand any
+# size: the tests' huge_env plugin hands slurmstepd 20 MB in its place,
+# and logs how far slurmstepd's peak memory grew while dist_train.so read
+# it (tests/integration/huge_env.c).
+test_plugin huge_env
+log=$DT_CLUSTER_DIR/log/slurmd-n1.log
+for var in SLURM_STEP_NODELIST SLURM_STEP_TASKS_PER_NODE \
+	   SLURM_STEP_RESV_PORTS SLURM_DISTRIBUTION; do
+	rm -f "$JOBS/ran"
+	seen=$(wc -l < "$log")
+	job env DT_TEST_HUGE=$var srun -N1 -n1 -w n1 --dist-train touch ran
+	grew=$(tail -n +$((seen + 1)) "$log" |
+		sed -n 's/.*huge_env: slurmstepd.s peak memory grew by \(-\?[0-9]*\) kB.*/\1/p' |
+		head -n 1)
+	check "a 20 MB $var in slurmstepd: one message, the program not run" \
+		eval '[ ! -e "$JOBS/ran" ] && [ "$(grep -c "$var is longer than" "$ERR")" = 1 ]' ||
+		show_output
+	check "... slurmstepd's peak grew by ${grew:-?} kB, under 10 MB" \
+		test -n "$grew" -a "${grew:-10240}" -lt 10240 ||
+		diag "$(tail -n +$((seen + 1)) "$log" | grep -E 'huge_env|dist_train' | tail -n 5)"
+done
+set_plugin_args
+check "... and no node is drained" no_drained_node
 
 finish
