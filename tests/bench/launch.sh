@@ -15,7 +15,10 @@
 #     the default, binding off, PMIx, PMIx with the check (the NCCL
 #     all-reduce where every rank has a GPU, else the rendezvous alone),
 #     and 8, 32 and 64 tasks on the 4 nodes (--overcommit). At 64 tasks,
-#     with binding off too: that row shows the plugin's own cost.
+#     with binding off too: that row shows the plugin's own cost. And,
+#     with no dist-train at all, each task a PMIx client that fences with
+#     all the others (tests/bench/pmix_fence.c): the floor of a start
+#     barrier that waits in PMIx's fence rather than at rank 0.
 #  2. torchrun mode against plain torchrun (one agent per node, c10d
 #     rendezvous on the first node written on its command line), to the
 #     start of the last worker.
@@ -79,6 +82,12 @@ model(torch.ones(2, 4)).sum().backward()	# the first gradient all_reduce
 print(f"{time.time():.4f}", flush=True)
 dist.destroy_process_group()
 EOF2
+# Where PMIx is: the fence's floor, a program the job user can run.
+fence=
+if make -s -C "$TOP_BUILDDIR/tests" bench/pmix_fence >/dev/null 2>&1; then
+	install -m 0755 "$TOP_BUILDDIR/tests/bench/pmix_fence" "$JOBS/pmix_fence"
+	fence=./pmix_fence
+fi
 job_file by-hand.sh <<'EOF2'
 #!/bin/sh
 export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS
@@ -126,6 +135,7 @@ variants=(
 	"plain srun --mpi=pmix|$layout8 --mpi=pmix|"
 	"--mpi=pmix --dist-train|$layout8 --mpi=pmix|--dist-train"
 	"--mpi=pmix --dist-train=check|$layout8 --mpi=pmix|--dist-train=check"
+	"PMIx's fence in every task, no dist-train|$layout8 --mpi=pmix||fence"
 	"plain srun, 32 tasks|-N4 -n32 --overcommit|"
 	"--dist-train, 32 tasks|-N4 -n32 --overcommit|--dist-train"
 	"plain srun, 64 tasks|-N4 -n64 --overcommit|"
@@ -134,25 +144,40 @@ variants=(
 	"plain srun --mpi=pmix, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|"
 	"--mpi=pmix --dist-train, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|--dist-train"
 	"--mpi=pmix --dist-train=bind=off, 64 tasks|-N4 -n64 --overcommit --mpi=pmix|--dist-train=bind=off"
+	"PMIx's fence in every task, 64 tasks|-N4 -n64 --overcommit --mpi=pmix||fence"
 )
 tasks_of() { sed 's/.*-n\([0-9]*\).*/\1/' <<<"$1"; }
+# A variant's program: stamp.sh, or the fence's floor where it was built
+# (elsewhere the variant is left out, and its row says so).
 declare -A times_of
+runnable=()
 ((reps > 0)) || variants=()
+for v in "${variants[@]}"; do
+	IFS='|' read -r label layout opt prog <<<"$v"
+	if [ "$prog" = fence ] && [ -z "$fence" ]; then
+		echo "no PMIx development files: \"$label\" left out" >&2
+		result[$label]="-"
+	else
+		runnable+=("$v")
+	fi
+done
+variants=("${runnable[@]}")
+program() { [ "$1" = fence ] && echo "$fence" || echo ./stamp.sh; }
 for v in "${variants[@]}"; do	# warm-up
-	IFS='|' read -r label layout opt <<<"$v"
-	measure "$(tasks_of "$layout")" srun $layout $opt ./stamp.sh >/dev/null ||
-		exit 1
+	IFS='|' read -r label layout opt prog <<<"$v"
+	measure "$(tasks_of "$layout")" srun $layout $opt \
+		"$(program "$prog")" >/dev/null || exit 1
 done
 for ((i = 0; i < reps; i++)); do
 	for v in "${variants[@]}"; do
-		IFS='|' read -r label layout opt <<<"$v"
-		t=$(measure "$(tasks_of "$layout")" srun $layout $opt ./stamp.sh) ||
-			exit 1
+		IFS='|' read -r label layout opt prog <<<"$v"
+		t=$(measure "$(tasks_of "$layout")" srun $layout $opt \
+			"$(program "$prog")") || exit 1
 		times_of[$label]+="$t "
 	done
 done
 for v in "${variants[@]}"; do
-	IFS='|' read -r label layout opt <<<"$v"
+	IFS='|' read -r label layout opt prog <<<"$v"
 	result[$label]=$(printf '%s\n' ${times_of[$label]} | median)
 done
 
@@ -197,6 +222,7 @@ if ((reps > 0)); then
 	row "plain srun --mpi=pmix"
 	row "--mpi=pmix --dist-train" "plain srun --mpi=pmix"
 	row "--mpi=pmix --dist-train=check" "plain srun --mpi=pmix"
+	row "PMIx's fence in every task, no dist-train" "plain srun --mpi=pmix"
 	for n in 32 64; do
 		row "plain srun, $n tasks"
 		row "--dist-train, $n tasks" "plain srun, $n tasks"
@@ -205,6 +231,7 @@ if ((reps > 0)); then
 	row "plain srun --mpi=pmix, 64 tasks"
 	row "--mpi=pmix --dist-train, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
 	row "--mpi=pmix --dist-train=bind=off, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
+	row "PMIx's fence in every task, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
 fi
 echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
 row "plain torchrun"
