@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../peak_memory.h"
 #include "../../common/net.h"
 #include "../../common/node.h"
 #include "../../common/rank0.h"
@@ -67,20 +68,6 @@ static void raise_fd_limit(uint32_t n)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-}
-
-static long peak_rss_kb(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmHWM:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
 }
 
 /* The bare floor: accept, read a line, answer all once all are in. */
@@ -170,7 +157,7 @@ static int serve(const char *mode, uint32_t world, uint32_t per_node)
 		if (rc < 0)
 			fprintf(stderr, "rendezvous_scale: rank 0: %s\n", err);
 	}
-	printf("%d %ld\n", rc, peak_rss_kb());
+	printf("%d %ld\n", rc, peak_memory_kb());
 	return rc < 0;
 }
 

@@ -20,6 +20,8 @@
 
 #include <slurm/spank.h>
 
+#include "../peak_memory.h"
+
 SPANK_PLUGIN(huge_env, 1);
 
 #define HUGE_LEN (20u << 20)
@@ -28,20 +30,6 @@ SPANK_PLUGIN(huge_env, 1);
 extern char *slurm_xstrdup(const char *str);
 
 static long baseline_kb = -1;
-
-static long peak_kb(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmHWM:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
-}
 
 /* Linux 4.0+: writing 5 to clear_refs sets VmHWM to the current RSS. */
 static int reset_peak(void)
@@ -97,7 +85,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		slurm_error("huge_env: cannot reset the peak memory");
 		return 0;
 	}
-	baseline_kb = peak_kb();
+	baseline_kb = peak_memory_kb();
 	return 0;
 }
 
@@ -107,7 +95,7 @@ int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
 	if (baseline_kb < 0)
 		return 0;
 	slurm_info("huge_env: slurmstepd's peak memory grew by %ld kB "
-		   "after a 20 MB variable was set", peak_kb() - baseline_kb);
+		   "after a 20 MB variable was set", peak_memory_kb() - baseline_kb);
 	baseline_kb = -1;
 	return 0;
 }

@@ -327,25 +327,25 @@ static void test_huge_texts_refused(void)
 	long before;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
-	before = unit_peak_kb();
+	before = peak_memory_kb();
 	s = step(huge, "2(x4)", 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NODELIST is longer than 4416 "
 			       "bytes, more than a step of 4 nodes can have: "
 			       "refused unread");
-	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	s = step("n[1-4]", huge, 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "SLURM_STEP_TASKS_PER_NODE is "
 				      "longer than 4192 bytes"));
-	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	s = step("n[1-4]", "2(x4)", 4, 0, 8, 2);
 	s.distribution = huge;
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_DISTRIBUTION is longer than 256 "
 			       "bytes, more than any layout Slurm names: "
 			       "refused unread");
-	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	free(huge);
 }
 

@@ -45,7 +45,7 @@ static void test_huge_reserved_ports(void)
 {
 	char *huge = unit_huge_text(20u << 20), err[256];
 	struct dt_step_ports p;
-	long before = unit_peak_kb();
+	long before = peak_memory_kb();
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
 	CU_ASSERT_EQUAL(dt_step_ports(huge, 1, 0, 20000, 28999, &p, err,
@@ -53,7 +53,7 @@ static void test_huge_reserved_ports(void)
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_RESV_PORTS is longer than "
 			       "393216 bytes, more than every port written "
 			       "out: refused unread");
-	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	/* The longest true one, every port one by one, still parses. */
 	for (size_t n = 0, port = 1; port <= 65535; port++)
 		n += (size_t)sprintf(huge + n, port < 65535 ? "%zu," : "%zu",
@@ -63,7 +63,7 @@ static void test_huge_reserved_ports(void)
 				      sizeof(err)), 0);
 	CU_ASSERT_EQUAL(p.count, 4);
 	CU_ASSERT_EQUAL(p.port[3], 4);
-	CU_ASSERT(unit_peak_kb() - before < 10 * 1024);
+	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	free(huge);
 }
 

@@ -13,27 +13,14 @@
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 
+#include "../peak_memory.h"
+
 struct unit_test {
 	const char *name;
 	CU_TestFunc fn;
 };
 
 #define UNIT_TEST(fn) { #fn, fn }
-
-/* The process's peak resident memory (VmHWM) in kB, or -1. */
-static inline long unit_peak_kb(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmHWM:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
-}
 
 /* LEN bytes of "a,a,...,a": what a forged launch could put in a variable
  * that slurmstepd reads. NULL without memory; the caller frees it. */

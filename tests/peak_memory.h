@@ -1,0 +1,28 @@
+/*
+ * The process's peak resident memory, for the tests that measure it: the
+ * unit tests (tests/unit/unit.h), tests/bench/rendezvous_scale.c and the
+ * tests' SPANK plugin tests/integration/huge_env.c.
+ */
+#ifndef DIST_TRAIN_TESTS_PEAK_MEMORY_H
+#define DIST_TRAIN_TESTS_PEAK_MEMORY_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* VmHWM in kB, or -1. */
+static inline long peak_memory_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kb = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+#endif
