@@ -190,10 +190,10 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	 */
 	if (too_big(step->nodelist, step->num_nodes, DT_NODELIST_PER_NODE)) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST is longer than %zu "
-			"bytes, more than a step of %u nodes can have: refused "
-			"unread", text_bound(step->num_nodes,
-					     DT_NODELIST_PER_NODE),
-			step->num_nodes);
+			"bytes, more than a step of %u node%s can have: "
+			"refused unread", text_bound(step->num_nodes,
+						     DT_NODELIST_PER_NODE),
+			step->num_nodes, step->num_nodes == 1 ? "" : "s");
 		goto out;
 	}
 	if (dt_hostlist_parse(step->nodelist, &hl, perr, sizeof(perr)) < 0) {
@@ -229,9 +229,10 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	if (too_big(step->tasks_per_node, step->num_nodes,
 		    DT_TASKS_PER_NODE_PER_NODE)) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is longer than "
-			"%zu bytes, more than a step of %u nodes can have: "
+			"%zu bytes, more than a step of %u node%s can have: "
 			"refused unread", text_bound(step->num_nodes,
-				DT_TASKS_PER_NODE_PER_NODE), step->num_nodes);
+				DT_TASKS_PER_NODE_PER_NODE), step->num_nodes,
+			step->num_nodes == 1 ? "" : "s");
 		goto out;
 	}
 	if (dt_tpn_parse(step->tasks_per_node, &tpn, perr, sizeof(perr)) < 0) {

@@ -334,6 +334,11 @@ static void test_huge_texts_refused(void)
 			       "bytes, more than a step of 4 nodes can have: "
 			       "refused unread");
 	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
+	s = step(huge, "1", 1, 0, 1, 1);
+	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NODELIST is longer than 4176 "
+			       "bytes, more than a step of 1 node can have: "
+			       "refused unread");
 	s = step("n[1-4]", huge, 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "SLURM_STEP_TASKS_PER_NODE is "
