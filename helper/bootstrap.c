@@ -717,7 +717,8 @@ static int nccl_check(struct task *t, const struct dt_rdv_result *res,
 	if (ifname)
 		setenv("NCCL_SOCKET_IFNAME", ifname, 0);
 	if (nccl_allreduce_check(t->layout.world_size, t->ids.rank,
-				 t->ids.local_rank, err, errlen) < 0)
+				 t->ids.local_rank, t->layout.local_size, err,
+				 errlen) < 0)
 		return -1;
 	return 0;
 }
@@ -754,7 +755,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	hello.nranks = 1;
 	hello.world = t.layout.world_size;
 	snprintf(hello.host, sizeof(hello.host), "%s", t.host);
-	hello.nccl_ok = cfg->check && nccl_usable(why, sizeof(why));
+	hello.nccl_ok = cfg->check &&
+			nccl_usable(t.layout.local_size, why, sizeof(why));
 	if (t.ids.rank == 0) {
 		if (rendezvous_rank0(&t, &hello, deadline, &res, err,
 				     sizeof(err)) < 0)

@@ -94,7 +94,7 @@ static bool load(char *why, size_t len)
 	return true;
 }
 
-bool nccl_usable(char *why, size_t len)
+bool nccl_usable(uint32_t local_size, char *why, size_t len)
 {
 	int n = 0;
 
@@ -104,11 +104,19 @@ bool nccl_usable(char *why, size_t len)
 		snprintf(why, len, "no GPU visible");
 		return false;
 	}
+	/* NCCL fails such a communicator with a bare "invalid usage". */
+	if (local_size > (uint32_t)n) {
+		snprintf(why, len, "%u ranks on this node share %d GPU%s "
+			 "(share-gpus), and NCCL refuses two ranks of one "
+			 "communicator on one GPU", local_size, n,
+			 n == 1 ? "" : "s");
+		return false;
+	}
 	return true;
 }
 
 int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
-			 char *err, size_t errlen)
+			 uint32_t local_size, char *err, size_t errlen)
 {
 	nccl_unique_id id;
 	nccl_comm comm = NULL;
@@ -120,7 +128,7 @@ int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
 	nccl_result nr;
 	int ndev = 0, rc = -1;
 
-	if (!nccl_usable(err, errlen))
+	if (!nccl_usable(local_size, err, errlen))
 		return -1;
 	cuda.device_count(&ndev);
 	if (cuda.device_get(&dev, (int)(local_rank % (uint32_t)ndev)) ||

@@ -11,8 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether this rank can run the check; if not, WHY says what is missing. */
-bool nccl_usable(char *why, size_t len);
+/*
+ * Whether this rank, one of LOCAL_SIZE on its node, can run the check; if
+ * not, WHY says what is missing. NCCL refuses two ranks of one
+ * communicator on one GPU, so ranks sharing GPUs (share-gpus) cannot.
+ */
+bool nccl_usable(uint32_t local_size, char *why, size_t len);
 
 /*
  * Every rank calls it at once, with NCCL_COMM_ID set in the environment.
@@ -20,6 +24,6 @@ bool nccl_usable(char *why, size_t len);
  * with ERR.
  */
 int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
-			 char *err, size_t errlen);
+			 uint32_t local_size, char *err, size_t errlen);
 
 #endif
