@@ -1,0 +1,142 @@
+#!/bin/bash
+# What only a node with NVIDIA GPUs can show: real GPU discovery and
+# binding, and NCCL bootstrapped from the environment alone. Runs without
+# Slurm: each task gets a one-node step's Slurm variables by hand, one task
+# per GPU (at most 8), as srun -N1 --ntasks-per-node=GPUS would give them,
+# and runs under `dist-train exec`, the helper's own path.
+#
+#   tests/gpu-check.sh [DIST_TRAIN]     (default: build/helper/dist-train,
+#                                        else dist-train on PATH)
+#
+# Needs the CUDA driver and NCCL (libnccl.so.2 on the loader's path);
+# builds contrib/examples/nccl_allreduce.c where gcc and the CUDA toolkit
+# are, and runs a PyTorch NCCL all_reduce where python3 has torch with
+# CUDA. Not part of `make check` (CI has no GPU); prints TAP, and what it
+# saw, for a closing note.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+dt=${1:-$top/build/helper/dist-train}
+[ -x "$dt" ] || dt=$(command -v dist-train) || { echo "1..0 # SKIP no dist-train"; exit 0; }
+command -v nvidia-smi >/dev/null && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || ngpu=0
+((ngpu > 0)) || { echo "1..0 # SKIP no NVIDIA GPU (nvidia-smi -L lists none)"; exit 0; }
+((ngpu > 8)) && ngpu=8
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+host=$(hostname)
+export DIST_TRAIN_STEP_SECRET
+DIST_TRAIN_STEP_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+
+n=0 failed=0
+check() { # DESCRIPTION COMMAND...
+	local what=$1
+	shift
+	n=$((n + 1))
+	if "$@"; then echo "ok $n - $what"; else echo "not ok $n - $what"; failed=$((failed + 1)); fi
+}
+diag() { sed 's/^/# /'; }
+
+# step TASKS SETTINGS CMD...: every task of a one-node step, at once;
+# task R's output in $work/out.R, its exit status in $work/rc.R.
+step_id=0
+step() {
+	local tasks=$1 settings=$2 r
+	shift 2
+	step_id=$((step_id + 1))
+	for ((r = 0; r < tasks; r++)); do
+		env SLURM_JOB_ID=$$ SLURM_JOBID=$$ SLURM_STEP_ID=$step_id \
+			SLURM_STEPID=$step_id SLURM_PROCID=$r SLURM_LOCALID=$r \
+			SLURM_NODEID=0 SLURM_NTASKS=$tasks SLURM_NNODES=1 \
+			SLURM_STEP_NUM_TASKS=$tasks SLURM_STEP_NUM_NODES=1 \
+			SLURM_STEP_NODELIST="$host" SLURM_NODELIST="$host" \
+			SLURM_STEP_TASKS_PER_NODE=$tasks SLURM_TASKS_PER_NODE=$tasks \
+			timeout 180 "$dt" exec -s "$settings" -- "$@" \
+			> "$work/out.$r" 2>&1 &
+		echo $! > "$work/pid.$r"
+	done
+	for ((r = 0; r < tasks; r++)); do
+		wait "$(cat "$work/pid.$r")"
+		echo $? > "$work/rc.$r"
+	done
+}
+all_ok() { # TASKS: every task exited 0
+	local r
+	for ((r = 0; r < $1; r++)); do [ "$(cat "$work/rc.$r")" = 0 ] || return 1; done
+}
+outputs() { cat "$work"/out.*; }
+
+echo "1..8"
+nvidia-smi -L | diag
+
+# 1. Discovery: the plan names every GPU, each with its NUMA node's cores.
+"$dt" plan --json > "$work/plan.json" 2> "$work/plan.err"
+"$dt" plan 2>&1 | diag
+check "dist-train plan finds the $ngpu GPU(s) nvidia-smi lists" \
+	test "$(grep -o '"pci_bus_id": "[^"]*"' "$work/plan.json" | sort -u | wc -l)" -ge "$ngpu"
+
+# 2. The bootstrap's own NCCL all-reduce, one task per GPU.
+show='echo "rank $RANK gpu ${DIST_TRAIN_GPU-none} cpus ${DIST_TRAIN_CPUS-none}"; grep -E "^(Cpus|Mems)_allowed_list" /proc/self/status'
+step "$ngpu" check,nccl sh -c "$show"
+outputs | diag
+check "check: NCCL all-reduce across $ngpu rank(s), from NCCL_COMM_ID" \
+	eval 'all_ok $ngpu && outputs | grep -q "NCCL all-reduce across them: ok"'
+
+# 3. Binding: each task runs on the cores the plan gives its local rank.
+bound() {
+	local r want got
+	for ((r = 0; r < ngpu; r++)); do
+		want=$(sed -n "s/.*\"local_rank\": $r,.*\"cpus\": \"\\([^\"]*\\)\".*/\\1/p" "$work/plan.json")
+		got=$(sed -n 's/^Cpus_allowed_list:\t//p' "$work/out.$r")
+		[ -n "$want" ] && [ "$want" = "$got" ] || { echo "rank $r: plan $want, bound $got" | diag; return 1; }
+	done
+}
+check "every task is bound to its GPU's cores, as the plan says" bound
+
+# 4. A plain NCCL program, no MPI: its communicator from the environment.
+cuda=$(ls -d /usr/local/cuda 2>/dev/null || ls -d /usr/local/cuda-* 2>/dev/null | head -n 1)
+if command -v gcc >/dev/null && [ -n "$cuda" ] &&
+   gcc -O2 -o "$work/nccl_allreduce" "$top/contrib/examples/nccl_allreduce.c" \
+	-I"$cuda/include" -L"$cuda/lib64" -lcudart -l:libnccl.so.2 2> "$work/cc.err"; then
+	step "$ngpu" nccl "$work/nccl_allreduce"
+	outputs | grep -v "^dist-train" | diag
+	check "contrib/examples/nccl_allreduce.c: every rank's all-reduce ok" \
+		eval 'all_ok $ngpu && [ "$(outputs | grep -c "all-reduce of .* ok")" = $ngpu ]'
+else
+	diag < "$work/cc.err" 2>/dev/null
+	echo "ok $((n += 1)) # SKIP no gcc and CUDA toolkit with NCCL to build the example"
+fi
+
+# 5. PyTorch, nothing but what the environment gives.
+py=
+for p in python3 /usr/bin/python3; do
+	timeout 120 "$p" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$p; break; }
+done
+if [ -n "$py" ]; then
+	step "$ngpu" nccl "$py" -c '
+import os, torch, torch.distributed as dist
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+t = torch.ones(4, device="cuda")
+dist.all_reduce(t)
+print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "rank", dist.get_rank(), "sum", t[0].item())
+dist.destroy_process_group()'
+	outputs | grep -E "^torch|Error" | diag
+	check "torch init_process_group(\"nccl\") and all_reduce across $ngpu rank(s)" \
+		eval 'all_ok $ngpu && [ "$(outputs | grep -c "sum $ngpu.0$")" = $ngpu ]'
+else
+	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
+fi
+
+# 6. More tasks than GPUs: one message naming the fix.
+step $((ngpu + 1)) timeout=30 true
+check "$((ngpu + 1)) tasks on $ngpu GPU(s): refused, naming share-gpus" \
+	eval '! all_ok $((ngpu + 1)) && outputs | grep -q "but $ngpu GPU.*share-gpus"'
+
+# 7-8. share-gpus: the step runs; NCCL, which refuses two ranks of one GPU
+# in one communicator, is skipped by check, saying why.
+step $((ngpu + 1)) share-gpus,check,timeout=60 true
+outputs | grep check: | diag
+check "share-gpus, $((ngpu + 1)) tasks: the step runs" all_ok $((ngpu + 1))
+check "... and check says why it skipped NCCL" \
+	eval 'outputs | grep -q "NCCL all-reduce skipped: .*share .* GPU.*NCCL refuses"'
+
+exit $((failed > 0))
