@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nccl_check.h"
+#include "../common/topology.h"
 
 /* The few CUDA driver and NCCL types and calls used, declared here so
  * that neither is needed to build. Values from cuda.h and nccl.h. */
@@ -94,6 +96,20 @@ static bool load(char *why, size_t len)
 	return true;
 }
 
+/*
+ * The step's GPUs on this node: Slurm's list where it gave one (a task
+ * Slurm bound to one GPU sees only that one), else those CUDA sees.
+ */
+static int step_gpus_here(int visible)
+{
+	const char *listed = getenv("SLURM_STEP_GPUS");
+	unsigned *ids = NULL;
+	int n = listed && *listed ? dt_intlist_parse(listed, 65535, &ids) : -1;
+
+	free(ids);
+	return n > 0 ? n : visible;
+}
+
 bool nccl_usable(uint32_t local_size, char *why, size_t len)
 {
 	int n = 0;
@@ -105,6 +121,7 @@ bool nccl_usable(uint32_t local_size, char *why, size_t len)
 		return false;
 	}
 	/* NCCL fails such a communicator with a bare "invalid usage". */
+	n = step_gpus_here(n);
 	if (local_size > (uint32_t)n) {
 		snprintf(why, len, "%u ranks on this node share %d GPU%s "
 			 "(share-gpus), and NCCL refuses two ranks of one "
