@@ -123,10 +123,9 @@ bool nccl_usable(uint32_t local_size, char *why, size_t len)
 	/* NCCL fails such a communicator with a bare "invalid usage". */
 	n = step_gpus_here(n);
 	if (local_size > (uint32_t)n) {
-		snprintf(why, len, "%u ranks on this node share %d GPU%s "
-			 "(share-gpus), and NCCL refuses two ranks of one "
-			 "communicator on one GPU", local_size, n,
-			 n == 1 ? "" : "s");
+		snprintf(why, len, "%u ranks on this node share %d GPU%s, "
+			 "and NCCL refuses two ranks of one communicator on "
+			 "one GPU", local_size, n, n == 1 ? "" : "s");
 		return false;
 	}
 	return true;

@@ -14,7 +14,8 @@
 /*
  * Whether this rank, one of LOCAL_SIZE on its node, can run the check; if
  * not, WHY says what is missing. NCCL refuses two ranks of one
- * communicator on one GPU, so ranks sharing GPUs (share-gpus) cannot.
+ * communicator on one GPU, so ranks sharing GPUs (share-gpus, or bind=
+ * numa/off with more tasks than GPUs) cannot.
  */
 bool nccl_usable(uint32_t local_size, char *why, size_t len);
 
