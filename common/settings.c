@@ -27,6 +27,14 @@ struct setting {
 	/* VALUE is NULL when the word had no '='. */
 	int (*apply)(struct dt_config *cfg, const char *value,
 		     char *err, size_t errlen);
+	/*
+	 * For the help texts and the documentation, which are made from this
+	 * table (dist-train settings): the default as a value the setting
+	 * takes, so that a unit test can check it against dt_config_init, or
+	 * in parentheses where it is no such value; and what it does.
+	 */
+	const char *default_text;
+	const char *summary;
 };
 
 static int parse_bool(const char *name, const char *value, bool *out,
@@ -307,43 +315,78 @@ bad:
 }
 
 static const struct setting settings[] = {
-	{ "on", "on", SCOPE_USER, VALUE_NONE, apply_on },
-	{ "off", "off", SCOPE_USER, VALUE_NONE, apply_off },
+	{ "on", "on", SCOPE_USER, VALUE_NONE, apply_on, "(the site's default=)",
+	  "give the step the environment (what a bare --dist-train does)" },
+	{ "off", "off", SCOPE_USER, VALUE_NONE, apply_off,
+	  "(the site's default=)",
+	  "leave the step alone (opts out of #SBATCH --dist-train or the "
+	  "site's default=on)" },
 	{ "verbose", "verbose[=yes|no]", SCOPE_USER | SCOPE_SITE,
-	  VALUE_OPTIONAL, apply_verbose },
+	  VALUE_OPTIONAL, apply_verbose, "no",
+	  "each task prints one line on stderr: what it got, what its setup "
+	  "took" },
 	{ "nccl", "nccl[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
-	  apply_nccl },
+	  apply_nccl, "no",
+	  "set NCCL_COMM_ID, so that a plain NCCL program bootstraps from the "
+	  "environment" },
 	{ "check", "check[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
-	  apply_check },
+	  apply_check, "no",
+	  "before the program, every rank reaches rank 0 and, where there "
+	  "are GPUs, an NCCL all-reduce runs" },
 	{ "pmix", "pmix[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
-	  apply_pmix },
+	  apply_pmix, "yes",
+	  "ranks from PMIx and a start barrier when the step has PMIx "
+	  "(srun --mpi=pmix)" },
 	{ "timeout", "timeout=SECONDS", SCOPE_USER | SCOPE_SITE,
-	  VALUE_REQUIRED, apply_timeout },
+	  VALUE_REQUIRED, apply_timeout, "300",
+	  "how long ranks wait for each other at the start (1 to 86400)" },
 	{ "bind", "bind=gpu|numa|off", SCOPE_USER | SCOPE_SITE,
-	  VALUE_REQUIRED, apply_bind },
+	  VALUE_REQUIRED, apply_bind, "gpu",
+	  "gpu: each task's GPU, its NUMA node's cores and memory, the "
+	  "nearest NIC; numa: spread over NUMA nodes; off: no binding" },
 	{ "visible-gpus", "visible-gpus=all|own", SCOPE_USER | SCOPE_SITE,
-	  VALUE_REQUIRED, apply_visible_gpus },
+	  VALUE_REQUIRED, apply_visible_gpus, "all",
+	  "all: every task sees the step's GPUs and uses GPU LOCAL_RANK; "
+	  "own: CUDA_VISIBLE_DEVICES is its own GPU only" },
 	{ "share-gpus", "share-gpus[=yes|no]", SCOPE_USER | SCOPE_SITE,
-	  VALUE_OPTIONAL, apply_share_gpus },
+	  VALUE_OPTIONAL, apply_share_gpus, "no",
+	  "allow more tasks than GPUs on a node (NCCL still refuses two "
+	  "ranks of one communicator on one GPU)" },
 	{ "torchrun", "torchrun[=yes|no]", SCOPE_USER, VALUE_OPTIONAL,
-	  apply_torchrun },
+	  apply_torchrun, "no",
+	  "each task is a torchrun agent, one per node, that starts the "
+	  "workers" },
 	{ "elastic", "elastic=MIN:MAX", SCOPE_USER, VALUE_REQUIRED,
-	  apply_elastic },
+	  apply_elastic, "(the step's nodes)",
+	  "torchrun mode, elastic: go on while at least MIN nodes are left "
+	  "(needs srun --no-kill)" },
 	{ "restarts", "restarts=N", SCOPE_USER | SCOPE_SITE, VALUE_REQUIRED,
-	  apply_restarts },
-	{ "nproc", "nproc=N", SCOPE_USER, VALUE_REQUIRED, apply_nproc },
+	  apply_restarts, "3", "torchrun's worker restart budget" },
+	{ "nproc", "nproc=N", SCOPE_USER, VALUE_REQUIRED, apply_nproc,
+	  "(one per GPU, else --cpus-per-task)",
+	  "torchrun's workers per node" },
 	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
-	  apply_default },
+	  apply_default, "off",
+	  "on: every step gets the environment without --dist-train (users "
+	  "opt out with --dist-train=off)" },
 	{ "port-range", "port-range=LOW-HIGH", SCOPE_SITE, VALUE_REQUIRED,
-	  apply_port_range },
+	  apply_port_range, "20000-28999",
+	  "where MASTER_PORT is taken when slurm.conf reserves no ports "
+	  "(MpiParams=ports); keep it below 32768" },
 	{ "helper", "helper=PATH", SCOPE_SITE, VALUE_REQUIRED,
-	  apply_helper },
+	  apply_helper, "(BINDIR/dist-train)",
+	  "the dist-train command the plugin runs in tasks, as the user" },
 	{ "topology", "topology=FILE", SCOPE_SITE, VALUE_REQUIRED,
-	  apply_topology },
+	  apply_topology, "(discovered)",
+	  "an hwloc XML of the node (lstopo --of xml), read instead of "
+	  "discovering the node" },
 	{ "topology-cache", "topology-cache=PATH|off", SCOPE_SITE,
-	  VALUE_REQUIRED, apply_topology_cache },
+	  VALUE_REQUIRED, apply_topology_cache, DT_TOPOLOGY_CACHE_DEFAULT,
+	  "where slurmstepd keeps the node's machine, discovered once as "
+	  "root; off: discover in every step" },
 	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
-	  apply_worker_lib },
+	  apply_worker_lib, "(PKGLIBDIR/dist_train_worker.so)",
+	  "the library preloaded into torchrun's workers to bind each one" },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -551,4 +594,26 @@ int dt_config_check_container(const struct dt_config *cfg,
 		"environment is passed on), or use Slurm 23.02 or later",
 		slurm_version >> 16, (slurm_version >> 8) & 255, bundle);
 	return -1;
+}
+
+int dt_setting_describe(size_t index, struct dt_setting_info *info)
+{
+	const struct setting *s;
+
+	if (index >= NSETTINGS)
+		return -1;
+	s = &settings[index];
+	info->name = s->name;
+	info->syntax = s->syntax;
+	info->default_text = s->default_text;
+	info->summary = s->summary;
+	info->user = (s->scopes & SCOPE_USER) != 0;
+	info->site = (s->scopes & SCOPE_SITE) != 0;
+	return 0;
+}
+
+size_t dt_settings_list(bool site, char *buf, size_t len)
+{
+	list_valid(site ? SCOPE_SITE : SCOPE_USER, buf, len);
+	return strlen(buf);
 }

@@ -100,4 +100,30 @@ int dt_config_check_container(const struct dt_config *cfg,
 			      unsigned long slurm_version, const char *bundle,
 			      char *err, size_t errlen);
 
+/*
+ * One row of the table of settings: its name, how it is written, its
+ * default ("no", "300", or a description in parentheses where the
+ * default is no value the setting takes), what it does, and who may give
+ * it (--dist-train, plugstack.conf). The help texts and the documentation
+ * are made from these (dist-train settings), so that they cannot drift.
+ */
+struct dt_setting_info {
+	const char *name;
+	const char *syntax;
+	const char *default_text;
+	const char *summary;
+	bool user;
+	bool site;
+};
+
+/* Row INDEX of the table into INFO; -1 past the last. */
+int dt_setting_describe(size_t index, struct dt_setting_info *info);
+
+/*
+ * The syntax of every user setting (or every plugstack.conf argument,
+ * with SITE), comma-separated, as the refusals list them. Returns the
+ * length written.
+ */
+size_t dt_settings_list(bool site, char *buf, size_t len);
+
 #endif

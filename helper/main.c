@@ -27,6 +27,8 @@ static const struct command commands[] = {
 	  "show the GPU, NUMA node, CPUs and NIC of each local rank" },
 	{ "hostnames", cmd_hostnames,
 	  "expand a Slurm host list, one host per line" },
+	{ "settings", cmd_settings,
+	  "list the --dist-train settings and plugstack.conf arguments" },
 	{ "bootstrap", cmd_bootstrap,
 	  "(run by the dist_train plugin in each task)" },
 };
@@ -50,7 +52,8 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-12s %s\n", commands[i].name,
 			commands[i].summary);
-	fprintf(out, "  %-12s %s\n  %-12s %s\n\nSee dist-train(1).\n",
+	fprintf(out, "  %-12s %s\n  %-12s %s\n\n'" DT_NAME " COMMAND --help' "
+		"shows a command's options. See dist-train(1).\n",
 		"help", "show this help", "version", "show the version");
 }
 
@@ -77,6 +80,14 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "-h")) {
+		/* "help COMMAND" is "COMMAND --help". */
+		for (size_t i = 0; argc > 2 && i < NCOMMANDS; i++) {
+			static char help_option[] = "--help";
+			char *help_argv[] = { argv[2], help_option, NULL };
+
+			if (!strcmp(argv[2], commands[i].name))
+				return commands[i].run(2, help_argv);
+		}
 		usage(stdout);
 		return 0;
 	}

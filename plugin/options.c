@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,14 @@ static int option_cb(int val, const char *optarg, int remote);
 /* struct spank_option wants writable strings. */
 static char option_name[] = "dist-train";
 static char option_arginfo[] = "SETTINGS";
-static char option_usage[] =
-	"Give every task torchrun's environment (RANK, LOCAL_RANK, "
-	"WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...). SETTINGS: "
-	"comma-separated, see dist_train(8).";
+/* srun --help shows it: made from the table of settings at registration. */
+static char option_usage[1024];
+#define OPTION_USAGE_HEAD \
+	"Give every task torchrun's environment (RANK, LOCAL_RANK, " \
+	"WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) and bind it to its GPU. " \
+	"SETTINGS, comma-separated: "
+#define OPTION_USAGE_TAIL ". Defaults and meanings: dist-train settings, " \
+	"dist_train(8)."
 
 /* static: a global named like one of srun's would shadow it. */
 static struct spank_option dist_train_option = {
@@ -54,7 +59,13 @@ static int option_cb(int val, const char *optarg, int remote)
 
 int options_register(spank_t sp)
 {
-	spank_err_t rc = spank_option_register(sp, &dist_train_option);
+	char valid[512];
+	spank_err_t rc;
+
+	dt_settings_list(false, valid, sizeof(valid));
+	snprintf(option_usage, sizeof(option_usage), "%s%s%s",
+		 OPTION_USAGE_HEAD, valid, OPTION_USAGE_TAIL);
+	rc = spank_option_register(sp, &dist_train_option);
 
 	if (rc != ESPANK_SUCCESS) {
 		dt_log_error("cannot register --dist-train: %s",

@@ -1,6 +1,7 @@
 /* --dist-train settings and plugstack.conf arguments. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
@@ -365,6 +366,51 @@ static void test_format_round_trip(void)
 		       a.share_gpus == b.share_gpus);
 }
 
+/*
+ * The documented defaults (dist-train settings, and the README and man
+ * pages made from it) are the real ones: giving a setting its documented
+ * default changes nothing. A default in parentheses is no value the
+ * setting takes, and is described instead.
+ */
+static void test_documented_defaults(void)
+{
+	struct dt_setting_info info;
+	unsigned checked = 0;
+	size_t i;
+
+	for (i = 0; dt_setting_describe(i, &info) == 0; i++) {
+		struct dt_config init, set;
+		char word[128], err[640];
+		char *argv[] = { word };
+
+		CU_ASSERT_TRUE(info.user || info.site);
+		CU_ASSERT_PTR_NOT_NULL(info.summary);
+		CU_ASSERT_PTR_NOT_NULL(info.default_text);
+		if (!info.default_text || info.default_text[0] == '(')
+			continue;
+		snprintf(word, sizeof(word), "%s=%s", info.name,
+			 info.default_text);
+		dt_config_init(&init);
+		set = init;
+		if (info.user) {
+			init.enabled = true;
+			CU_ASSERT_EQUAL_FATAL(dt_config_parse_option(
+				&set, word, err, sizeof(err)), 0);
+		} else {
+			CU_ASSERT_EQUAL_FATAL(dt_config_parse_site(
+				&set, 1, argv, err, sizeof(err)), 0);
+		}
+		if (memcmp(&init, &set, sizeof(init)))
+			fprintf(stderr, "documented default differs: %s\n",
+				word);
+		CU_ASSERT_EQUAL(memcmp(&init, &set, sizeof(init)), 0);
+		checked++;
+	}
+	CU_ASSERT_EQUAL(i, 20);
+	CU_ASSERT_EQUAL(checked, 13);
+	CU_ASSERT_EQUAL(dt_setting_describe(i, &info), -1);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
 	UNIT_TEST(test_topology_cache),
@@ -379,6 +425,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_step_check),
 	UNIT_TEST(test_container_check),
 	UNIT_TEST(test_format_round_trip),
+	UNIT_TEST(test_documented_defaults),
 };
 
 UNIT_MAIN("settings", tests)
