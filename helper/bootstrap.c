@@ -83,16 +83,17 @@ static char rank0_host[256];
 /* --rank0-port: only where rank 0 moved (bootstrap_rank0_port). */
 static bool rank0_port_only;
 
-int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
-		      int *result_fd, int *next)
+int bootstrap_options(int argc, char **argv, const char *usage,
+		      struct dt_config *cfg, int *result_fd, int *next)
 {
 	static const struct option longopts[] = {
 		{ "settings", required_argument, NULL, 's' },
 		{ "port-range", required_argument, NULL, 'p' },
 		{ "result-fd", required_argument, NULL, 'r' },
 		{ "secret-fd", required_argument, NULL, 'k' },
-		{ "rank0-host", required_argument, NULL, 'h' },
+		{ "rank0-host", required_argument, NULL, 'R' },
 		{ "rank0-port", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[640], word[64];
@@ -104,7 +105,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 	*result_fd = -1;
 	optind = 1;
 	/* "+": stop at the program's name, its options are its own. */
-	while ((c = getopt_long(argc, argv, "+s:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hs:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (dt_config_parse_option(cfg, optarg, err,
@@ -129,6 +130,9 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 				return 2;
 			break;
 		case 'h':
+			fputs(usage, stdout);
+			return BOOTSTRAP_HELP;
+		case 'R':
 			if (strlen(optarg) >= sizeof(rank0_host)) {
 				helper_error("--rank0-host: too long");
 				return 2;
@@ -139,6 +143,7 @@ int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
 			rank0_port_only = true;
 			break;
 		default:
+			fprintf(stderr, "%s", usage);
 			return 2;
 		}
 	}

@@ -22,11 +22,14 @@
  *                             layout does not say it (-m arbitrary)
  *   --rank0-port              (bootstrap) only ask PMIx where rank 0
  *                             moved (bootstrap_rank0_port)
+ *   -h, --help                print USAGE on stdout
  * Stops at "--" or the first non-option; *NEXT is its index. Returns 0,
- * or 2 after printing a usage error.
+ * BOOTSTRAP_HELP after printing USAGE (the command then exits 0), or 2
+ * after printing a usage error.
  */
-int bootstrap_options(int argc, char **argv, struct dt_config *cfg,
-		      int *result_fd, int *next);
+#define BOOTSTRAP_HELP (-1)
+int bootstrap_options(int argc, char **argv, const char *usage,
+		      struct dt_config *cfg, int *result_fd, int *next);
 
 /*
  * Run the bootstrap and fill OUT (zeroed by the caller). Returns 0, or the

@@ -28,6 +28,20 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
+#define USAGE \
+	"usage: " DT_NAME " bootstrap --result-fd=N [-s SETTINGS] " \
+	"[--port-range=LOW-HIGH]\n" \
+	"                           [--secret-fd=N] [--rank0-host=NAME] " \
+	"[--rank0-port]\n" \
+	"\n" \
+	"Run by the dist_train plugin in a task, as the user: the PMIx " \
+	"bootstrap,\n" \
+	"whose environment goes to file descriptor N. Not for use by " \
+	"hand: run\n" \
+	DT_NAME " exec or " DT_NAME " env instead.\n" \
+	"\n" \
+	"See dist-train(1).\n"
+
 int cmd_bootstrap(int argc, char **argv)
 {
 	struct dt_config cfg;
@@ -36,12 +50,13 @@ int cmd_bootstrap(int argc, char **argv)
 	size_t len;
 	int fd, next, rc;
 
-	rc = bootstrap_options(argc, argv, &cfg, &fd, &next);
+	rc = bootstrap_options(argc, argv, USAGE, &cfg, &fd, &next);
 	if (rc)
-		return rc;
+		return rc == BOOTSTRAP_HELP ? 0 : rc;
 	if (fd < 0 || next != argc) {
-		helper_error("usage: " DT_NAME " bootstrap --result-fd=N "
-			     "[--settings=SETTINGS] [--port-range=LOW-HIGH]");
+		helper_error("bootstrap is run by the dist_train plugin, with "
+			     "--result-fd=N: run " DT_NAME " exec or env by "
+			     "hand (" DT_NAME " bootstrap --help)");
 		return 2;
 	}
 	rc = bootstrap_wants_rank0_port() ? bootstrap_rank0_port(&cfg, &env) :

@@ -22,17 +22,36 @@ static void print_quoted(const char *value)
 	putchar('\'');
 }
 
+#define USAGE \
+	"usage: " DT_NAME " env [-s SETTINGS] [--port-range=LOW-HIGH]\n" \
+	"\n" \
+	"Set up this task as " DT_NAME " exec does, then print its " \
+	"environment as\n" \
+	"shell code instead of running a program: eval \"$(" DT_NAME \
+	" env)\" in a task's\n" \
+	"script.\n" \
+	"\n" \
+	"  -s, --settings=SETTINGS  as --dist-train=SETTINGS (see " DT_NAME \
+	" settings)\n" \
+	"  --port-range=LOW-HIGH    where MASTER_PORT is taken without " \
+	"reserved ports\n" \
+	"  -h, --help               show this help\n" \
+	"\n" \
+	"See dist-train(1).\n"
+
 int cmd_env(int argc, char **argv)
 {
 	struct dt_config cfg;
 	struct dt_env env = { 0 };
 	int fd, next, rc;
 
-	rc = bootstrap_options(argc, argv, &cfg, &fd, &next);
+	rc = bootstrap_options(argc, argv, USAGE, &cfg, &fd, &next);
 	if (rc)
-		return rc;
+		return rc == BOOTSTRAP_HELP ? 0 : rc;
 	if (next != argc) {
-		helper_error("usage: " DT_NAME " env [--settings=SETTINGS]");
+		helper_error("unexpected argument '%s': " DT_NAME " env takes "
+			     "options only (" DT_NAME " env --help)",
+			     argv[next]);
 		return 2;
 	}
 	rc = bootstrap(&cfg, &env);

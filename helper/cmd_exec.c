@@ -17,6 +17,24 @@
 #include "../common/binding.h"
 #include "../common/hwloc_machine.h"
 
+#define USAGE \
+	"usage: " DT_NAME " exec [-s SETTINGS] [--port-range=LOW-HIGH] [--] " \
+	"PROGRAM [ARGS...]\n" \
+	"\n" \
+	"Set up this task for distributed training, as srun --dist-train " \
+	"does, then\n" \
+	"run PROGRAM: run it under srun in every task, where the plugin is " \
+	"not\n" \
+	"installed (srun --mpi=pmix " DT_NAME " exec -- python3 train.py).\n" \
+	"\n" \
+	"  -s, --settings=SETTINGS  as --dist-train=SETTINGS (see " DT_NAME \
+	" settings)\n" \
+	"  --port-range=LOW-HIGH    where MASTER_PORT is taken without " \
+	"reserved ports\n" \
+	"  -h, --help               show this help\n" \
+	"\n" \
+	"See dist-train(1).\n"
+
 static const char *process_getenv(const char *name, void *arg)
 {
 	(void)arg;
@@ -32,14 +50,15 @@ int cmd_exec(int argc, char **argv)
 	bool have_machine;
 	int fd, next, rc;
 
-	rc = bootstrap_options(argc, argv, &cfg, &fd, &next);
+	rc = bootstrap_options(argc, argv, USAGE, &cfg, &fd, &next);
 	if (rc)
-		return rc;
+		return rc == BOOTSTRAP_HELP ? 0 : rc;
 	if (next < argc && !strcmp(argv[next], "--"))
 		next++;
 	if (next >= argc) {
-		helper_error("usage: " DT_NAME " exec [--settings=SETTINGS] "
-			     "[--] PROGRAM [ARGS...]");
+		helper_error("no program to run: give one, as in '" DT_NAME
+			     " exec -- python3 train.py' (" DT_NAME
+			     " exec --help)");
 		return 2;
 	}
 	rc = bootstrap(&cfg, &env);

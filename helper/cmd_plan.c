@@ -47,7 +47,7 @@ static int parse(int argc, char **argv, struct plan_options *o)
 	memset(o, 0, sizeof(*o));
 	o->bind = DT_BIND_GPU;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			o->topology = optarg;
@@ -82,7 +82,22 @@ static int parse(int argc, char **argv, struct plan_options *o)
 		case 'h':
 			printf("usage: " DT_NAME " plan [--topology FILE] "
 			       "[--tasks N] [--bind gpu|numa|off] [--gpus LIST]"
-			       " [--share-gpus] [--json]\n");
+			       " [--share-gpus] [--json]\n\n"
+			       "Show the GPU, NUMA node, CPUs and NIC each "
+			       "local rank of this node (or of FILE, an hwloc "
+			       "XML)\ngets, with the plugin's own code.\n\n"
+			       "  --topology FILE  an hwloc XML (lstopo --of "
+			       "xml) instead of this node\n"
+			       "  -n, --tasks N    tasks on the node [this "
+			       "step's, else one per GPU]\n"
+			       "  --bind MODE      gpu, numa or off, as "
+			       "--dist-train=bind=MODE [gpu]\n"
+			       "  --gpus LIST      the step's GPUs, indexes in "
+			       "PCI bus order [all]\n"
+			       "  --share-gpus     allow more tasks than GPUs\n"
+			       "  --json           one JSON object per rank\n"
+			       "  -h, --help       show this help\n\n"
+			       "See dist-train(1).\n");
 			return -1;
 		default:
 			return 2;
