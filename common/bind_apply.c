@@ -38,7 +38,9 @@ int dt_bind_cpus(const unsigned *cpus, unsigned ncpus, char *err,
 		CPU_SET_S(cpus[i], size, set);
 	rc = sched_setaffinity(0, size, set);
 	if (rc < 0)
-		dt_errf(err, errlen, "cannot bind to CPUs: %s", strerror(errno));
+		dt_errf(err, errlen, "cannot bind to CPUs (%s): bind with "
+			"Slurm's --cpu-bind, or use --dist-train=bind=off",
+			strerror(errno));
 	CPU_FREE(set);
 	return rc;
 }
@@ -49,15 +51,18 @@ int dt_bind_memory(int numa, char *err, size_t errlen)
 	const unsigned bits = sizeof(mask) * 8;
 
 	if (numa < 0 || (unsigned)numa >= bits) {
-		dt_errf(err, errlen, "no NUMA node %d", numa);
+		dt_errf(err, errlen, "NUMA node %d is past the 1024 that can "
+			"be bound: bind with Slurm's --mem-bind, or use "
+			"--dist-train=bind=off", numa);
 		return -1;
 	}
 	memset(mask, 0, sizeof(mask));
 	mask[numa / (8 * sizeof(long))] |= 1UL << (numa % (8 * sizeof(long)));
 	/* The kernel reads maxnode - 1 bits. */
 	if (syscall(SYS_set_mempolicy, MPOL_BIND, mask, bits + 1) < 0) {
-		dt_errf(err, errlen, "cannot bind memory to NUMA node %d: %s",
-			numa, strerror(errno));
+		dt_errf(err, errlen, "cannot bind memory to NUMA node %d (%s): "
+			"bind with Slurm's --mem-bind, or use "
+			"--dist-train=bind=off", numa, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -143,8 +148,10 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	ereq.getenv = getenv;
 	ereq.getenv_arg = arg;
 	if (ereq.local_rank >= plan.ntasks) {
-		snprintf(err, errlen, "local rank %u beyond the %u tasks of "
-			 "this node", ereq.local_rank, plan.ntasks);
+		snprintf(err, errlen, "local rank %u is past the %u tasks of "
+			 "this node's binding plan: use --dist-train=bind=off, "
+			 "and report it to your administrator",
+			 ereq.local_rank, plan.ntasks);
 		goto out;
 	}
 	t = &plan.tasks[ereq.local_rank];

@@ -174,7 +174,8 @@ int dt_plan_compute(const struct dt_plan_request *req, struct dt_plan *out,
 		return 0;
 	if (m->ncores == 0) {
 		dt_errf(err, errlen, "no core of this node is allowed to the "
-			"step");
+			"step: ask for cores with --cpus-per-task, or use "
+			"--dist-train=bind=off");
 		goto out;
 	}
 	if (out->mode == DT_BIND_GPU && req->ntasks > req->ngpus &&
@@ -280,7 +281,9 @@ int dt_binding_env(const struct dt_bind_env_request *req, struct dt_env *env,
 
 	if (req->local_rank >= req->plan->ntasks) {
 		dt_errf(err, errlen, "local rank %u is not in the node's plan "
-			"of %u tasks", req->local_rank, req->plan->ntasks);
+			"of %u tasks: use --dist-train=bind=off, and report it "
+			"to your administrator", req->local_rank,
+			req->plan->ntasks);
 		return -1;
 	}
 	t = &req->plan->tasks[req->local_rank];
@@ -298,7 +301,8 @@ int dt_binding_env(const struct dt_bind_env_request *req, struct dt_env *env,
 		if (req->own_gpu_only) {
 			if (own_gpu_entry(req, t, buf, sizeof(buf)) < 0) {
 				dt_errf(err, errlen, "CUDA_VISIBLE_DEVICES does "
-					"not list the step's GPU %d",
+					"not list the step's GPU %d: unset it, "
+					"or use --dist-train=visible-gpus=all",
 					t->gpu_ordinal);
 				return -1;
 			}

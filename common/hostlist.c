@@ -174,7 +174,8 @@ static int parse_group(const char *s, size_t open, size_t close, bool final,
 		}
 		if (g->nranges == DT_HOSTLIST_MAX_RANGES) {
 			dt_errf(err, errlen, "more than %u ranges between "
-				  "one pair of brackets",
+				  "one pair of brackets: split them into "
+				  "several bracket groups",
 				  DT_HOSTLIST_MAX_RANGES);
 			return -1;
 		}
@@ -199,7 +200,8 @@ static int parse_group(const char *s, size_t open, size_t close, bool final,
 		if (!final && g->count > DT_HOSTLIST_MAX_PREFIX_HOSTS) {
 			dt_errf(err, errlen, "a bracket group followed by "
 				  "another may hold at most %u hosts, as in "
-				  "Slurm", DT_HOSTLIST_MAX_PREFIX_HOSTS);
+				  "Slurm: write the names as several lists",
+				  DT_HOSTLIST_MAX_PREFIX_HOSTS);
 			return -1;
 		}
 		if (pos == close)
@@ -212,9 +214,11 @@ bad_item:
 
 			while (e < close && s[e] != ',')
 				e++;
-			dt_errf(err, errlen, "bad range '%.*s' in '%.*s': "
-				  "%s", (int)(e - item), s + item,
-				  (int)(close - open + 1), s + open, what);
+			dt_errf(err, errlen, "bad range '%.*s' in '%.*s' "
+				  "(%s): write each range as N or LOW-HIGH, "
+				  "such as n[1-4,7]", (int)(e - item),
+				  s + item, (int)(close - open + 1), s + open,
+				  what);
 			return -1;
 		}
 	}
@@ -244,19 +248,21 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 				close++;
 			if (close == end || s[close] == '[') {
 				dt_errf(err, errlen, "'[' without a "
-					  "matching ']' in '%.*s'",
-					  (int)(end - start), s + start);
+					  "matching ']' in '%.*s': close the "
+					  "bracket", (int)(end - start),
+					  s + start);
 				return -1;
 			}
 			ngroups++;
 			pos = close;
 		} else if (s[pos] == ']') {
 			dt_errf(err, errlen, "']' without a matching '[' "
-				  "in '%.*s'", (int)(end - start), s + start);
+				  "in '%.*s': remove it, or open the bracket",
+				  (int)(end - start), s + start);
 			return -1;
 		} else if ((unsigned char)s[pos] < 0x20 || s[pos] == 0x7f) {
 			dt_errf(err, errlen, "control character in host "
-				  "name '%.*s'", (int)(end - start),
+				  "name '%.*s': remove it", (int)(end - start),
 				  s + start);
 			return -1;
 		}
@@ -310,7 +316,8 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 		max_len += widest;
 		if (count > DT_HOSTLIST_MAX_HOSTS / g->count) {
 			dt_errf(err, errlen, "'%.*s' expands to more than "
-				  "%u hosts", (int)(end - start), s + start,
+				  "%u hosts: give a shorter list",
+				  (int)(end - start), s + start,
 				  DT_HOSTLIST_MAX_HOSTS);
 			goto fail_groups;
 		}
@@ -323,8 +330,8 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 	max_len += end - text_start;
 
 	if (hl->count + count > DT_HOSTLIST_MAX_HOSTS) {
-		dt_errf(err, errlen, "the list expands to more than %u hosts",
-			  DT_HOSTLIST_MAX_HOSTS);
+		dt_errf(err, errlen, "the list expands to more than %u hosts: "
+			  "give a shorter list", DT_HOSTLIST_MAX_HOSTS);
 		goto fail_groups;
 	}
 	if (hl->ntokens == hl->cap_tokens) {
@@ -362,7 +369,7 @@ int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 
 	*out = NULL;
 	if (!text) {
-		dt_errf(err, errlen, "no host list");
+		dt_errf(err, errlen, "no host list: give one");
 		return -1;
 	}
 	hl = calloc(1, sizeof(*hl));
@@ -390,7 +397,7 @@ int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 			else if (depth && (text[pos] == ' ' ||
 					   text[pos] == '\t')) {
 				dt_errf(err, errlen, "blank inside brackets "
-					  "in '%s'", text);
+					  "in '%s': remove it", text);
 				goto fail;
 			}
 			pos++;

@@ -93,15 +93,18 @@ static int load_hwloc(char *err, size_t errlen)
 	/* By its absolute path only: slurmstepd runs this, as root. */
 	lib = dlopen(HWLOC_LIBDIR "/libhwloc.so.15", RTLD_NOW | RTLD_GLOBAL);
 	if (!lib) {
-		dt_errf(err, errlen, "cannot load hwloc (%s)", dlerror());
+		dt_errf(err, errlen, "cannot load hwloc (%s): ask your "
+			"administrator to install libhwloc15 on this node, or "
+			"use --dist-train=bind=off", dlerror());
 		return -1;
 	}
 #define RESOLVE(field)                                                   \
 	do {                                                             \
 		*(void **)(&hw.field) = dlsym(lib, "hwloc_" #field);     \
 		if (!hw.field) {                                         \
-			dt_errf(err, errlen, "libhwloc lacks hwloc_%s",  \
-				#field);                                 \
+			dt_errf(err, errlen, "libhwloc lacks hwloc_%s: " \
+				"ask your administrator to install the " \
+				"hwloc dist-train was built with", #field); \
 			dlclose(lib);                                    \
 			lib = NULL;                                      \
 			return -1;                                       \
@@ -397,7 +400,9 @@ static int load(const char *xml, const char *alloc_cores, bool whole,
 		return -1;
 	blacklist_gpu_plugins();
 	if (hw.topology_init(&topo) < 0) {
-		dt_errf(err, errlen, "hwloc cannot start");
+		dt_errf(err, errlen, "hwloc cannot start: use "
+			"--dist-train=bind=off, and report it to your "
+			"administrator");
 		return -1;
 	}
 	/* GPUs and NICs are I/O devices: hwloc skips those by default. */
@@ -411,12 +416,16 @@ static int load(const char *xml, const char *alloc_cores, bool whole,
 					   HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
 					   skipped_components[i]);
 	if (xml && hw.topology_set_xml(topo, xml) < 0) {
-		dt_errf(err, errlen, "cannot read the topology file %s", xml);
+		dt_errf(err, errlen, "cannot read the topology file %s: ask "
+			"your administrator to fix topology= in plugstack.conf "
+			"(an hwloc XML file of this node, from lstopo --of xml)",
+			xml);
 		goto out;
 	}
 	if (hw.topology_load(topo) < 0) {
 		dt_errf(err, errlen, "hwloc cannot discover this node's "
-			"topology");
+			"topology: use --dist-train=bind=off, and ask your "
+			"administrator to check lstopo on this node");
 		goto out;
 	}
 	if (load_cores(topo, alloc_cores, whole, out, err, errlen) < 0 ||
@@ -448,7 +457,9 @@ static int no_hwloc(struct dt_machine *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	dt_errf(err, errlen, "this dist-train was built without hwloc (its "
-		"headers were missing): binding is unavailable");
+		"headers were missing), so it cannot bind: use "
+		"--dist-train=bind=off, or ask your administrator to rebuild "
+		"it with libhwloc-dev");
 	return -1;
 }
 

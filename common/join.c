@@ -92,6 +92,7 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 {
 	uint8_t cnonce[DT_RDV_NONCE_LEN];
 	char line[DT_RDV_LINE_MAX], challenge[DT_RDV_LINE_MAX], portstr[8];
+	char unproven[320];
 	const char *host = target->host, *why = "no address";
 	uint16_t port = target->port;
 	uint64_t unanswered_since = now_ms(), relocate_at = 0;
@@ -143,10 +144,11 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 		}
 		if (now_ms() >= connect_deadline_ms) {
 			snprintf(err, errlen, "rank 0 (on %s) did not arrive "
-				 "within %u s. See that node's slurmd log, or "
-				 "give it longer with --dist-train=timeout="
-				 "SECONDS (%s:%u: %s)", host, target->timeout_s,
-				 host, port, why);
+				 "within %u s (%s:%u: %s): see rank 0's own "
+				 "message; if it has none, give it longer with "
+				 "--dist-train=timeout=SECONDS, or ask your "
+				 "administrator to check that node", host,
+				 target->timeout_s, host, port, why);
 			return -1;
 		}
 		fd = reach(host, portstr, connect_deadline_ms, &why);
@@ -168,16 +170,19 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 			continue;
 		}
 		if (net_random(cnonce, sizeof(cnonce)) < 0) {
-			snprintf(err, errlen, "no random numbers: %s",
-				 strerror(errno));
+			snprintf(err, errlen, "no random numbers (%s): ask "
+				 "your administrator to check getrandom on this "
+				 "node", strerror(errno));
 			goto fail;
 		}
 		n = dt_rdv_hello_line(secret, cnonce, challenge, hello, line,
 				      sizeof(line));
 		if (n < 0) {
 			snprintf(err, errlen, "this node's hello to rank 0 "
-				 "could not be made: its host name is empty or "
-				 "has spaces, or its ranks do not fit in a line");
+				 "could not be made (its host name is empty or "
+				 "has spaces, or its ranks do not fit in a "
+				 "line): run fewer tasks per node, or ask your "
+				 "administrator to give the node a plain name");
 			goto fail;
 		}
 		seen = true;
@@ -197,16 +202,21 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 			continue;
 		}
 		if (got < 0) {
-			snprintf(err, errlen, "rank 0 at %s:%u did not answer",
-				 host, port);
+			snprintf(err, errlen, "rank 0 at %s:%u did not answer: "
+				 "see rank 0's own message; if it has none, "
+				 "give it longer with "
+				 "--dist-train=timeout=SECONDS", host, port);
 			goto fail;
 		}
 		break;
 	}
-	snprintf(challenge, sizeof(challenge), "%s:%u answered, but not as "
-		 "this step's rank 0 (it does not know the step's secret): "
-		 "another program holds rank 0's port", host, port);
-	if (dt_join_verdict(secret, cnonce, line, challenge, res, from_rank0, err,
+	snprintf(unproven, sizeof(unproven), "%s:%u answered, but not as "
+		 "this step's rank 0 (it does not know the step's secret), "
+		 "so another program holds rank 0's port: rerun the step, "
+		 "and ask your administrator to set MpiParams=ports= in "
+		 "slurm.conf so that steps get ports of their own", host,
+		 port);
+	if (dt_join_verdict(secret, cnonce, line, unproven, res, from_rank0, err,
 			 errlen) < 0)
 		goto fail;
 	close(fd);

@@ -9,6 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fixes of the messages below: what the user cannot fix. */
+#define SLURM_ODD \
+	"ask your administrator to check that srun and this node's slurmd " \
+	"run the same Slurm release"
+/* ... and what a user may have set by hand (dist-train exec). */
+#define SLURM_BAD "unset it if you set it yourself, else " SLURM_ODD
+#define PMIX_ODD \
+	"use --dist-train=pmix=no to take the ranks from Slurm alone, and " \
+	"ask your administrator to check Slurm's mpi/pmix plugin"
+
 struct csv {
 	char *buf;
 	size_t used;
@@ -175,13 +185,14 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	    strnlen(step->distribution, DT_DISTRIBUTION_MAX + 1) >
 	    DT_DISTRIBUTION_MAX) {
 		dt_errf(err, errlen, "SLURM_DISTRIBUTION is longer than %u "
-			"bytes, more than any layout Slurm names: refused "
-			"unread", DT_DISTRIBUTION_MAX);
+			"bytes, more than any layout Slurm names, so it is "
+			"refused unread: give srun a --distribution it knows",
+			DT_DISTRIBUTION_MAX);
 		goto out;
 	}
 	if (!step->nodelist || !*step->nodelist) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST is not set in the "
-			"step's environment");
+			"step's environment: " SLURM_ODD);
 		goto out;
 	}
 	/*
@@ -190,15 +201,15 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	 */
 	if (too_big(step->nodelist, step->num_nodes, DT_NODELIST_PER_NODE)) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST is longer than %zu "
-			"bytes, more than a step of %u node%s can have: "
-			"refused unread", text_bound(step->num_nodes,
-						     DT_NODELIST_PER_NODE),
+			"bytes, more than a step of %u node%s can have, so it "
+			"is refused unread: " SLURM_BAD,
+			text_bound(step->num_nodes, DT_NODELIST_PER_NODE),
 			step->num_nodes, step->num_nodes == 1 ? "" : "s");
 		goto out;
 	}
 	if (dt_hostlist_parse(step->nodelist, &hl, perr, sizeof(perr)) < 0) {
-		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' is malformed: "
-			"%s", step->nodelist, perr);
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' is malformed "
+			"(%s): " SLURM_BAD, step->nodelist, perr);
 		goto out;
 	}
 	/*
@@ -217,34 +228,36 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	}
 	if (dt_hostlist_count(hl) != step->num_nodes) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' names %zu "
-			"nodes but the step has %u", step->nodelist,
-			dt_hostlist_count(hl), step->num_nodes);
+			"nodes but the step has %u: " SLURM_BAD,
+			step->nodelist, dt_hostlist_count(hl),
+			step->num_nodes);
 		goto out;
 	}
 	if (!step->tasks_per_node || !*step->tasks_per_node) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is not set in "
-			"the step's environment");
+			"the step's environment: " SLURM_ODD);
 		goto out;
 	}
 	if (too_big(step->tasks_per_node, step->num_nodes,
 		    DT_TASKS_PER_NODE_PER_NODE)) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is longer than "
-			"%zu bytes, more than a step of %u node%s can have: "
-			"refused unread", text_bound(step->num_nodes,
+			"%zu bytes, more than a step of %u node%s can have, so "
+			"it is refused unread: " SLURM_BAD,
+			text_bound(step->num_nodes,
 				DT_TASKS_PER_NODE_PER_NODE), step->num_nodes,
 			step->num_nodes == 1 ? "" : "s");
 		goto out;
 	}
 	if (dt_tpn_parse(step->tasks_per_node, &tpn, perr, sizeof(perr)) < 0) {
-		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is malformed: "
-			"%s", perr);
+		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE is malformed "
+			"(%s): " SLURM_BAD, perr);
 		goto out;
 	}
 	if (tpn.nodes != step->num_nodes || tpn.tasks != step->num_tasks ||
 	    dt_tpn_at(&tpn, step->node_id) != step->local_tasks) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE='%s' does not "
-			"match the step (%u tasks on %u nodes, %u on node %u)",
-			step->tasks_per_node, step->num_tasks,
+			"match the step (%u tasks on %u nodes, %u on node %u): "
+			SLURM_BAD, step->tasks_per_node, step->num_tasks,
 			step->num_nodes, step->local_tasks, step->node_id);
 		goto out;
 	}
@@ -277,7 +290,8 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	len = dt_hostlist_nth(hl, 0, host, sizeof(host));
 	if (len < 0 || (size_t)len >= sizeof(host)) {
 		dt_errf(err, errlen, "the first host of SLURM_STEP_NODELIST "
-			"is longer than %zu characters", sizeof(host) - 1);
+			"is longer than %zu characters: ask your administrator "
+			"to give that node a shorter name", sizeof(host) - 1);
 		goto out;
 	}
 	out->master_addr = strdup(host);
@@ -303,13 +317,15 @@ static int env_u32(dt_getenv_fn getenv, void *arg, const char *name,
 	unsigned long long n;
 
 	if (!v || !*v) {
-		dt_errf(err, errlen, "%s is not set in the task's environment",
-			name);
+		dt_errf(err, errlen, "%s is not set in the task's environment: "
+			"run the command as a task of srun", name);
 		return -1;
 	}
 	if (*v < '0' || *v > '9' || (n = strtoull(v, &end, 10), *end) ||
 	    n > UINT32_MAX) {
-		dt_errf(err, errlen, "%s='%s' is not a number", name, v);
+		dt_errf(err, errlen, "%s='%s' is not a number: unset it if you "
+			"set it, and run the command as a task of srun", name,
+			v);
 		return -1;
 	}
 	*out = (uint32_t)n;
@@ -347,7 +363,8 @@ int dt_slurm_step_from_env(dt_getenv_fn getenv, void *arg,
 	if (!step->tasks_per_node ||
 	    dt_tpn_parse(step->tasks_per_node, &tpn, perr, sizeof(perr)) < 0) {
 		dt_errf(err, errlen, "SLURM_STEP_TASKS_PER_NODE='%s' is "
-			"malformed", step->tasks_per_node ?
+			"malformed: unset it if you set it, and run the command "
+			"as a task of srun", step->tasks_per_node ?
 			step->tasks_per_node : "");
 		return -1;
 	}
@@ -368,7 +385,7 @@ static int pmix_agrees(const char *what, uint32_t pmix, uint32_t slurm,
 	if (pmix == slurm)
 		return 1;
 	dt_errf(err, errlen, "PMIx and Slurm disagree on the %s: PMIx says "
-		"%u, Slurm %u", what, pmix, slurm);
+		"%u, Slurm %u; " PMIX_ODD, what, pmix, slurm);
 	return 0;
 }
 
@@ -379,7 +396,8 @@ int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
 {
 	memset(out, 0, sizeof(*out));
 	if (!pmix->rank0_host || !*pmix->rank0_host) {
-		dt_errf(err, errlen, "PMIx does not say which host runs rank 0");
+		dt_errf(err, errlen, "PMIx does not say which host runs rank "
+			"0: " PMIX_ODD);
 		return -1;
 	}
 	if (slurm && slurm_ids) {
@@ -401,8 +419,8 @@ int dt_layout_from_pmix(const struct dt_pmix_view *pmix,
 		if (slurm->master_addr &&
 		    strcmp(slurm->master_addr, pmix->rank0_host)) {
 			dt_errf(err, errlen, "PMIx and Slurm disagree on the "
-				"host of rank 0: PMIx says %s, Slurm %s",
-				pmix->rank0_host, slurm->master_addr);
+				"host of rank 0: PMIx says %s, Slurm %s; "
+				PMIX_ODD, pmix->rank0_host, slurm->master_addr);
 			return -1;
 		}
 	}

@@ -294,7 +294,8 @@ int dt_machine_parse(const char *text, size_t len, const char *fingerprint,
 
 	memset(&m, 0, sizeof(m));
 	if (len > DT_MACHINE_TEXT_MAX) {
-		dt_errf(err, errlen, "the cached machine is over %u bytes",
+		dt_errf(err, errlen, "the cached machine is over %u bytes: "
+			"remove the file, and the next step writes it again",
 			DT_MACHINE_TEXT_MAX);
 		return -1;
 	}
@@ -322,7 +323,8 @@ int dt_machine_parse(const char *text, size_t len, const char *fingerprint,
 	rc = 0;
 	goto out;
 bad:
-	dt_errf(err, errlen, "the cached machine is malformed near '%.40s'",
+	dt_errf(err, errlen, "the cached machine is malformed near '%.40s': "
+		"remove the file, and the next step writes it again",
 		r->line);
 out:
 	dt_machine_free(&m);

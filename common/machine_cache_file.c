@@ -83,12 +83,15 @@ int dt_machine_cache_read(const char *path, const char *fingerprint,
 		return 1;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 022)) {
-		dt_errf(err, errlen, "%s is not a file only root can write: "
-			"ignored", path);
+		dt_errf(err, errlen, "%s is not a file only root can write, "
+			"so it is ignored: remove it, or set topology-cache= "
+			"in plugstack.conf to a folder only root can write",
+			path);
 		goto out;
 	}
 	if (st.st_size > DT_MACHINE_TEXT_MAX) {
-		dt_errf(err, errlen, "%s is over %u bytes: ignored", path,
+		dt_errf(err, errlen, "%s is over %u bytes, so it is ignored: "
+			"remove it, and the next step writes it again", path,
 			DT_MACHINE_TEXT_MAX);
 		goto out;
 	}
@@ -123,19 +126,24 @@ static int own_folder(const char *path, char *err, size_t errlen)
 	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	if (!slash || slash == dir) {
-		dt_errf(err, errlen, "%s: not a path in a folder", path);
+		dt_errf(err, errlen, "topology-cache=%s is not a path in a "
+			"folder: set topology-cache= in plugstack.conf to a "
+			"file such as /run/dist-train/machine, or to off",
+			path);
 		return -1;
 	}
 	*slash = '\0';
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		dt_errf(err, errlen, "cannot make %s: %s", dir,
-			strerror(errno));
+		dt_errf(err, errlen, "cannot make %s (%s): make it, or set "
+			"topology-cache= in plugstack.conf to another folder "
+			"or to off", dir, strerror(errno));
 		return -1;
 	}
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 022)) {
-		dt_errf(err, errlen, "%s is not a folder only root can write",
-			dir);
+		dt_errf(err, errlen, "%s is not a folder only root can write: "
+			"make it root's, mode 755, or set topology-cache= in "
+			"plugstack.conf to another folder", dir);
 		return -1;
 	}
 	return 0;
@@ -150,7 +158,8 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	int fd = -1, rc = 1;
 
 	if (geteuid() != 0) {
-		dt_errf(err, errlen, "only root writes %s", path);
+		dt_errf(err, errlen, "only root writes %s: run slurmd as root, "
+			"or set topology-cache=off in plugstack.conf", path);
 		return -1;
 	}
 	if (dt_machine_discover_whole(whole, err, errlen) < 0)
@@ -163,7 +172,9 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
 	if (!text || dt_machine_format(whole, fingerprint, text, len + 1) !=
 	    len || (fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-		dt_errf(err, errlen, "cannot write %s: %s", path,
+		dt_errf(err, errlen, "cannot write %s (%s): free space there, "
+			"or set topology-cache= in plugstack.conf to another "
+			"folder or to off", path,
 			text ? strerror(errno) : "out of memory");
 		goto out;
 	}
@@ -171,8 +182,9 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	 * file or the new one, never an empty one. */
 	if (fchmod(fd, 0644) < 0 || write(fd, text, len) != (ssize_t)len ||
 	    fsync(fd) < 0 || rename(tmp, path) < 0) {
-		dt_errf(err, errlen, "cannot write %s: %s", path,
-			strerror(errno));
+		dt_errf(err, errlen, "cannot write %s (%s): free space there, "
+			"or set topology-cache= in plugstack.conf to another "
+			"folder or to off", path, strerror(errno));
 		unlink(tmp);
 		goto out;
 	}

@@ -72,7 +72,9 @@ int dt_member_join(const char *name, const uint8_t *secret, uint32_t rank,
 			 * member saying so too would only repeat it. */
 			*from_rank0 = true;
 			snprintf(err, errlen, "this node's local rank 0 did not "
-				 "start its bootstrap in time");
+				 "start its bootstrap in time: see its own "
+				 "message, or give it longer with "
+				 "--dist-train=timeout=SECONDS");
 			return -1;
 		}
 		/* Local, and the leader waits for every member: soon. */
@@ -82,24 +84,28 @@ int dt_member_join(const char *name, const uint8_t *secret, uint32_t rank,
 	    (n = dt_rdv_member_line(rank, nccl_ok, cnonce, line,
 				    sizeof(line))) < 0 ||
 	    !net_send_all(fd, line, (size_t)n, now_ms() + 5000)) {
-		snprintf(err, errlen, "lost this node's local rank 0");
+		snprintf(err, errlen, "lost this node's local rank 0: see its "
+			 "own message, which says why");
 		goto out;
 	}
 	got = net_read_line(fd, now_ms() + reply_wait_ms, line, sizeof(line));
 	if (got == -2) {
 		/* Its leader says why, or rank 0 does. */
 		*from_rank0 = true;
-		snprintf(err, errlen, "this node's local rank 0 left");
+		snprintf(err, errlen, "this node's local rank 0 left: see its "
+			 "own message, which says why");
 		goto out;
 	}
 	if (got < 0) {
 		snprintf(err, errlen, "this node's local rank 0 did not "
-			 "answer");
+			 "answer: see its own message; if it has none, give it "
+			 "longer with --dist-train=timeout=SECONDS");
 		goto out;
 	}
 	if (dt_join_verdict(secret, cnonce, line, "this node's socket answered, "
-			 "but not with the step's secret", res, from_rank0,
-			 err, errlen) < 0)
+			 "but not with the step's secret: rerun the step, and "
+			 "report it to your administrator if it recurs", res,
+			 from_rank0, err, errlen) < 0)
 		goto out;
 	rc = 0;
 out:

@@ -24,8 +24,10 @@ int node_listen(const char *name, char *err, size_t errlen)
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) < 0 ||
 	    listen(fd, SOMAXCONN) < 0) {
 		snprintf(err, errlen, "cannot open this node's socket for its "
-			 "ranks: %s%s", strerror(errno), errno == EADDRINUSE ?
-			 " (two local rank 0s on one node?)" : "");
+			 "ranks (%s%s): rerun the step, and report it to your "
+			 "administrator if it recurs", strerror(errno),
+			 errno == EADDRINUSE ? ", as if two steps had one "
+			 "local rank 0 here" : "");
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -220,8 +222,10 @@ int node_lead(int listen_fd, uint32_t local_size, uint64_t gather_deadline_ms,
 	qsort(ranks, joined + 1, sizeof(uint32_t), compare_u32);
 	for (uint32_t i = 1; i <= joined; i++)
 		if (ranks[i] == ranks[i - 1]) {
-			snprintf(err, errlen, "rank %u arrived twice on %s",
-				 ranks[i], self->host);
+			snprintf(err, errlen, "rank %u arrived twice on %s: "
+				 "rerun the step, and report it to your "
+				 "administrator if it recurs", ranks[i],
+				 self->host);
 			goto answer;
 		}
 	hello.ranks = ranks;

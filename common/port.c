@@ -26,7 +26,8 @@ static int parse_reserved(const char *text, struct dt_step_ports *out,
 	if (dt_hostlist_parse(bracketed, &hl, perr, sizeof(perr)) < 0 ||
 	    dt_hostlist_count(hl) < 2) {
 		dt_errf(err, errlen, "SLURM_STEP_RESV_PORTS='%s' is not a "
-			"list of at least two ports", text);
+			"list of at least two ports: ask your administrator to "
+			"check MpiParams=ports= in slurm.conf", text);
 		goto out;
 	}
 	out->count = 0;
@@ -39,8 +40,9 @@ static int parse_reserved(const char *text, struct dt_step_ports *out,
 		v = strtoul(port, NULL, 10);
 		if (v == 0 || v > 65535) {
 			dt_errf(err, errlen, "SLURM_STEP_RESV_PORTS='%s' "
-				"holds '%s', which is not a port", text,
-				port);
+				"holds '%s', which is not a port: ask your "
+				"administrator to check MpiParams=ports= in "
+				"slurm.conf", text, port);
 			goto out;
 		}
 		out->port[out->count++] = (uint16_t)v;
@@ -64,8 +66,10 @@ int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
 	    strnlen(resv_ports, DT_RESV_PORTS_TEXT_MAX + 1) >
 	    DT_RESV_PORTS_TEXT_MAX) {
 		dt_errf(err, errlen, "SLURM_STEP_RESV_PORTS is longer than %u "
-			"bytes, more than every port written out: refused "
-			"unread", DT_RESV_PORTS_TEXT_MAX);
+			"bytes, more than every port written out, so it is "
+			"refused unread: ask your administrator to check "
+			"MpiParams=ports= in slurm.conf",
+			DT_RESV_PORTS_TEXT_MAX);
 		return -1;
 	}
 	if (resv_ports && *resv_ports)
@@ -74,7 +78,9 @@ int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
 	if (range_hi < range_lo ||
 	    range_hi - range_lo + 1 < DT_PORTS_PER_STEP) {
 		dt_errf(err, errlen, "port range %u-%u holds fewer than %d "
-			"ports", range_lo, range_hi, DT_PORTS_PER_STEP);
+			"ports: ask your administrator to widen port-range= in "
+			"plugstack.conf", range_lo, range_hi,
+			DT_PORTS_PER_STEP);
 		return -1;
 	}
 	slots = (uint32_t)(range_hi - range_lo + 1) / DT_PORTS_PER_STEP;

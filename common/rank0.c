@@ -18,6 +18,10 @@
 #define OTHER_FDS 64
 #define EVENTS 256
 #define ACCEPTS_PER_WAKEUP 512
+/* What rank 0 says when its event loop fails. */
+#define EPOLL_FAILED \
+	"rank 0's event loop failed (epoll: %s): rerun the step, and " \
+	"report it to your administrator if it recurs"
 
 /* What an epoll event is about: the kind, and an index. */
 enum tag { TAG_CONN, TAG_LISTEN, TAG_NODE_LISTEN, TAG_MEMBER };
@@ -53,9 +57,9 @@ static int raise_fd_limit(uint32_t conns, uint32_t *max_pending, char *err,
 		snprintf(err, errlen, "rank 0 holds a connection from each of "
 			 "the step's nodes and its own node's ranks (%u), but "
 			 "this node lets a process open only %llu files (ulimit "
-			 "-Hn): the cluster's administrator must raise the hard "
-			 "limit (slurmd's LimitNOFILE, and "
-			 "PropagateResourceLimits) to at least %llu", conns,
+			 "-Hn): ask your administrator to raise the hard limit "
+			 "(slurmd's LimitNOFILE, and PropagateResourceLimits) "
+			 "to at least %llu", conns,
 			 (unsigned long long)rl.rlim_max,
 			 (unsigned long long)need);
 		return -1;
@@ -67,7 +71,9 @@ static int raise_fd_limit(uint32_t conns, uint32_t *max_pending, char *err,
 	rl.rlim_cur = need;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
 		snprintf(err, errlen, "cannot raise the open-files limit to "
-			 "%llu for %u connections: %s",
+			 "%llu for %u connections (%s): raise it with ulimit "
+			 "-n before srun, or ask your administrator to raise "
+			 "the hard limit (slurmd's LimitNOFILE)",
 			 (unsigned long long)need, conns, strerror(errno));
 		return -1;
 	}
@@ -281,7 +287,8 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 			   &cfg.max_pending, err, errlen) < 0)
 		return -1;
 	if (net_random(seed, sizeof(seed)) < 0) {
-		snprintf(err, errlen, "no random numbers: %s",
+		snprintf(err, errlen, "no random numbers (%s): ask your "
+			 "administrator to check getrandom on this node",
 			 strerror(errno));
 		return -1;
 	}
@@ -304,13 +311,13 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	ev.events = EPOLLIN;
 	ev.data.u64 = TAG(TAG_LISTEN, 0);
 	if (l.epfd < 0 || epoll_ctl(l.epfd, EPOLL_CTL_ADD, listen_fd, &ev)) {
-		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		snprintf(err, errlen, EPOLL_FAILED, strerror(errno));
 		goto out;
 	}
 	ev.data.u64 = TAG(TAG_NODE_LISTEN, 0);
 	if (p->node_fd >= 0 &&
 	    epoll_ctl(l.epfd, EPOLL_CTL_ADD, p->node_fd, &ev)) {
-		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		snprintf(err, errlen, EPOLL_FAILED, strerror(errno));
 		goto out;
 	}
 
@@ -328,7 +335,7 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 			wake = p->deadline_ms;
 		n = epoll_wait(l.epfd, events, EVENTS, net_remaining_ms(wake));
 		if (n < 0 && errno != EINTR) {
-			snprintf(err, errlen, "epoll: %s", strerror(errno));
+			snprintf(err, errlen, EPOLL_FAILED, strerror(errno));
 			goto out;
 		}
 		now = now_ms();
@@ -359,9 +366,10 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 							 sizeof(who));
 
 		snprintf(err, errlen, "%u of %u ranks did not arrive within "
-			 "%u s: %s. See those nodes' slurmd logs, or give them "
-			 "longer with --dist-train=timeout=SECONDS", missing,
-			 cfg.world, p->timeout_s, who);
+			 "%u s (%s): see their own messages; if they have none, "
+			 "give them longer with --dist-train=timeout=SECONDS, "
+			 "or ask your administrator to check those nodes",
+			 missing, cfg.world, p->timeout_s, who);
 		snprintf(reply.message, sizeof(reply.message), "%s", err);
 		answer_all(&l, &reply);
 		goto out;

@@ -45,6 +45,10 @@ static bool mac_equal(const char *a, const char *b)
 #define CHALLENGE_DOMAIN "dist-train challenge "
 #define HELLO_DOMAIN "dist-train hello "
 #define ANSWER_DOMAIN "dist-train answer "
+/* The fix where the ranks of one step disagree on what it is. */
+#define ONE_RELEASE \
+	"ask your administrator to install one dist-train release on " \
+	"every node"
 
 static bool valid_word(const char *s)
 {
@@ -711,22 +715,25 @@ static enum dt_rdv_verdict hello(struct dt_rdv_server *s, uint32_t id,
 	if (world != s->cfg.world)
 		return refuse(s, id, cnonce_hex, buf, len, out_len,
 			      "rank %u on %s says the step has %lu tasks, "
-			      "rank 0 on %s says %u", s->scratch[0], host,
-			      world, s->host, s->cfg.world);
+			      "rank 0 on %s says %u: " ONE_RELEASE,
+			      s->scratch[0], host, world, s->host,
+			      s->cfg.world);
 	for (int i = 0; i < nranges; i++) {
 		uint32_t lo = s->scratch[2 * i], hi = s->scratch[2 * i + 1];
 
 		if (lo == 0 || hi >= world)
 			return refuse(s, id, cnonce_hex, buf, len, out_len,
 				      "%s says it runs rank %u, which is not "
-				      "one rank 0 on %s waits for (1-%u)",
-				      host, lo == 0 ? 0 : hi, s->host,
+				      "one rank 0 on %s waits for (1-%u): "
+				      ONE_RELEASE, host, lo == 0 ? 0 : hi,
+				      s->host,
 				      s->cfg.world - 1);
 		for (uint32_t r = lo; r <= hi; r++)
 			if (s->arrived[r])
 				return refuse(s, id, cnonce_hex, buf, len,
 					      out_len, "rank %u arrived twice "
-					      "(again from %s)", r, host);
+					      "(again from %s): " ONE_RELEASE,
+					      r, host);
 	}
 	c->ranges = malloc((size_t)nranges * 2 * sizeof(uint32_t));
 	if (!c->ranges)
@@ -753,13 +760,13 @@ int dt_rdv_join_member(struct dt_rdv_server *s, uint32_t rank, bool nccl_ok,
 {
 	if (rank == 0 || rank >= s->cfg.world) {
 		snprintf(err, errlen, "%s says it runs rank %u, which is not "
-			 "one rank 0 on %s waits for (1-%u)", host, rank,
-			 s->host, s->cfg.world - 1);
+			 "one rank 0 on %s waits for (1-%u): " ONE_RELEASE,
+			 host, rank, s->host, s->cfg.world - 1);
 		return -1;
 	}
 	if (s->arrived[rank]) {
-		snprintf(err, errlen, "rank %u arrived twice (again from %s)",
-			 rank, host);
+		snprintf(err, errlen, "rank %u arrived twice (again from %s): "
+			 ONE_RELEASE, rank, host);
 		return -1;
 	}
 	s->arrived[rank] = true;

@@ -219,7 +219,8 @@ static int apply_elastic(struct dt_config *cfg, const char *value,
 		goto bad;
 	if (lo > hi) {
 		dt_errf(err, errlen, "elastic=%s: the minimum %lu is above the "
-			"maximum %lu", value, lo, hi);
+			"maximum %lu; expected MIN:MAX with MIN <= MAX", value,
+			lo, hi);
 		return -1;
 	}
 	cfg->min_nodes = (unsigned)lo;
@@ -435,19 +436,21 @@ static int apply_word(struct dt_config *cfg, unsigned scope, const char *word,
 		return -1;
 	}
 	if (eq && s->kind == VALUE_NONE) {
-		dt_errf(err, errlen, "%s '%s' takes no value", what, name);
+		dt_errf(err, errlen, "%s '%s' takes no value: remove '=' and "
+			"what follows", what, name);
 		return -1;
 	}
 	if (!eq && s->kind == VALUE_REQUIRED) {
-		dt_errf(err, errlen, "%s '%s' needs a value: %s", what, name,
-			s->syntax);
+		dt_errf(err, errlen, "%s '%s' needs a value: write it as %s",
+			what, name, s->syntax);
 		return -1;
 	}
 	if (eq) {
 		size_t vlen = wordlen - namelen - 1;
 
 		if (vlen >= sizeof(value)) {
-			dt_errf(err, errlen, "value of '%s' is too long", name);
+			dt_errf(err, errlen, "value of '%s' is too long: give a "
+				"shorter one", name);
 			return -1;
 		}
 		memcpy(value, eq + 1, vlen);
@@ -510,7 +513,8 @@ int dt_config_parse_option(struct dt_config *cfg, const char *arg,
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
 
 		if (n == 0) {
-			dt_errf(err, errlen, "empty setting in '%s'", arg);
+			dt_errf(err, errlen, "empty setting in '%s': remove the "
+				"extra comma", arg);
 			return -1;
 		}
 		if (apply_word(cfg, SCOPE_USER, p, n, "setting", err,

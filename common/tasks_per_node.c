@@ -43,6 +43,7 @@ int dt_tpn_parse(const char *text, struct dt_tasks_per_node *out,
 
 	memset(out, 0, sizeof(*out));
 	if (!text || !*text) {
+		/* message: the caller names the fix (common/layout.c) */
 		dt_errf(err, errlen, "empty tasks-per-node list");
 		return -1;
 	}
@@ -64,6 +65,7 @@ int dt_tpn_parse(const char *text, struct dt_tasks_per_node *out,
 		if (*p != ',' && *p != '\0')
 			goto bad;
 		if ((uint64_t)out->nodes + run.reps > UINT32_MAX) {
+			/* message: the caller names the fix (common/layout.c) */
 			dt_errf(err, errlen, "tasks-per-node list '%s' "
 				  "names too many nodes", text);
 			goto fail;

@@ -163,7 +163,9 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	n = dt_intlist_parse(text, 1u << 20, &ids);
 	if (n < 0) {
 		dt_errf(err, errlen, "%s='%s' is not a list of GPU numbers "
-			"(UUIDs and MIG devices cannot be placed)", name, text);
+			"(UUIDs and MIG devices cannot be placed): use "
+			"--dist-train=bind=numa, which binds each task to a "
+			"NUMA node and leaves the GPUs to you", name, text);
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
@@ -172,8 +174,9 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 
 		if (g < 0) {
 			dt_errf(err, errlen, "%s='%s' names GPU %u, but this "
-				"node has %u NVIDIA GPU%s", name, text, ids[i],
-				m->ngpus, m->ngpus == 1 ? "" : "s");
+				"node has %u NVIDIA GPU%s: unset it if you set "
+				"it, or use --dist-train=bind=numa", name, text,
+				ids[i], m->ngpus, m->ngpus == 1 ? "" : "s");
 			free(ids);
 			return -1;
 		}
@@ -183,8 +186,9 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	qsort(ids, (size_t)n, sizeof(*ids), cmp_unsigned);
 	for (int i = 1; i < n; i++) {
 		if (ids[i] == ids[i - 1]) {
-			dt_errf(err, errlen, "%s='%s' names a GPU twice", name,
-				text);
+			dt_errf(err, errlen, "%s='%s' names a GPU twice: unset "
+				"it if you set it, or use "
+				"--dist-train=bind=numa", name, text);
 			free(ids);
 			return -1;
 		}

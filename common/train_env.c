@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fix where the helper's records do not parse. */
+#define ONE_HELPER \
+	"ask your administrator to install the helper (helper= in " \
+	"plugstack.conf) of the plugin's own release"
+
 int dt_env_add(struct dt_env *env, const char *name, const char *value,
 	       enum dt_env_action action)
 {
@@ -350,7 +355,8 @@ int dt_env_deserialize(const char *buf, size_t len, struct dt_env *out,
 		enum dt_env_action action;
 
 		if (!end) {
-			dt_errf(err, errlen, "unterminated record");
+			dt_errf(err, errlen, "the helper's result ends in an "
+				"unterminated record: " ONE_HELPER);
 			goto fail;
 		}
 		pos += (size_t)(end - rec) + 1;
@@ -376,7 +382,8 @@ int dt_env_deserialize(const char *buf, size_t len, struct dt_env *out,
 		}
 		continue;
 bad:
-		dt_errf(err, errlen, "malformed record '%.40s'", rec);
+		dt_errf(err, errlen, "the helper's result holds a malformed "
+			"record '%.40s': " ONE_HELPER, rec);
 		goto fail;
 	}
 	return 0;

@@ -67,7 +67,10 @@ static int read_secret_fd(int fd)
 		hex[len - 1] = '\0';
 	if (dt_secret_parse(hex, step_secret.bytes) < 0) {
 		explicit_bzero(hex, sizeof(hex));
-		helper_error("--secret-fd: no step secret could be read");
+		helper_error("--secret-fd: no step secret could be read: ask "
+			     "your administrator to install the helper "
+			     "(helper= in plugstack.conf) of the plugin's own "
+			     "release");
 		return -1;
 	}
 	explicit_bzero(hex, sizeof(hex));
@@ -134,7 +137,9 @@ int bootstrap_options(int argc, char **argv, const char *usage,
 			return BOOTSTRAP_HELP;
 		case 'R':
 			if (strlen(optarg) >= sizeof(rank0_host)) {
-				helper_error("--rank0-host: too long");
+				helper_error("--rank0-host: too long: ask your "
+					     "administrator to give that node a "
+					     "shorter name");
 				return 2;
 			}
 			strcpy(rank0_host, optarg);
@@ -282,8 +287,11 @@ static int find_place(struct task *t, char *err, size_t errlen)
 
 		if (claimed && strtoul(claimed, NULL, 10) != slurm_ids.rank) {
 			snprintf(err, errlen, "PMIx and Slurm disagree on "
-				 "this task's rank: PMIx says %s, Slurm %u",
-				 claimed, slurm_ids.rank);
+				 "this task's rank: PMIx says %s, Slurm %u; "
+				 "use --dist-train=pmix=no to take the ranks "
+				 "from Slurm alone, and ask your administrator "
+				 "to check Slurm's mpi/pmix plugin", claimed,
+				 slurm_ids.rank);
 			goto out;
 		}
 		t->pmix_lean = claimed && !cfg->check && slurm.master_addr;
@@ -339,9 +347,6 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 			     size_t errlen)
 {
 	uint16_t first = t->ports.port[0];
-	const char *fix = t->pmix || t->pmix_lean ?
-		"free a port in the site's range" :
-		"run with --mpi=pmix so that rank 0 picks a free port";
 
 	for (unsigned i = 0; i < NET_PORT_SEARCH; i++) {
 		uint16_t port;
@@ -367,8 +372,16 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 		if (!t->pmix && pmix_open(&t->pmix, err, errlen) < 0)
 			return -1;
 	}
-	snprintf(err, errlen, "port %u on %s is in use by another program; "
-		 "%s", first, t->host, fix);
+	if (t->pmix || t->pmix_lean)
+		snprintf(err, errlen, "port %u on %s and the next ones of the "
+			 "site's range are in use by other programs: rerun "
+			 "the step, and ask your administrator to widen "
+			 "port-range= in plugstack.conf or set "
+			 "MpiParams=ports= in slurm.conf", first, t->host);
+	else
+		snprintf(err, errlen, "port %u on %s is in use by another "
+			 "program: run with --mpi=pmix so that rank 0 picks a "
+			 "free port, or rerun the step", first, t->host);
 	return -1;
 }
 
@@ -427,12 +440,13 @@ static int member_place(uint32_t rank, uint32_t *local_rank, char *err,
 	if (node_id == t->layout.node_rank && *local_rank != t->ids.local_rank)
 		return 0;
 	snprintf(err, errlen, "a task on %s claimed rank %u, which PMIx puts "
-		 "%s: it was not let speak for it", t->host, rank,
-		 node_id == t->layout.node_rank ? "on this node as its local "
-		 "rank 0" : "on another node");
+		 "%s, so it was not let speak for it: report it to your "
+		 "administrator, as that task may not belong to the step",
+		 t->host, rank, node_id == t->layout.node_rank ? "on this "
+		 "node as its local rank 0" : "on another node");
 refuse:
 	/* The leader reports it: the claim may not come from the step. */
-	helper_error("%s", err);
+	helper_error("on %s: %s", t->host, err);
 	return -1;
 }
 
@@ -472,8 +486,9 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 	snprintf(value, sizeof(value), "%u", t->ports.port[0]);
 	if (t->pmix && !step_secret.have && hello->world > 1) {
 		if (net_random(step_secret.bytes, DT_SECRET_LEN) < 0) {
-			snprintf(err, errlen, "no random numbers: %s",
-				 strerror(errno));
+			snprintf(err, errlen, "no random numbers (%s): ask "
+				 "your administrator to check getrandom on this "
+				 "node", strerror(errno));
 			goto out;
 		}
 		step_secret.have = true;
@@ -545,14 +560,16 @@ static int read_published(struct task *t, char *value, char *err,
 	if (secret)
 		*secret++ = '\0';
 	if (!dt_is_port(value)) {
-		snprintf(err, errlen, "rank 0 published '%.20s' as its port",
-			 value);
+		snprintf(err, errlen, "rank 0 published '%.20s' as its port: "
+			 "ask your administrator to install one dist-train "
+			 "release on every node", value);
 		return -1;
 	}
 	if (secret && !step_secret.have) {
 		if (dt_secret_parse(secret, step_secret.bytes) < 0) {
 			snprintf(err, errlen, "rank 0 published no usable "
-				 "secret");
+				 "secret: ask your administrator to install one "
+				 "dist-train release on every node");
 			return -1;
 		}
 		step_secret.have = true;
@@ -639,9 +656,10 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 			/* All ranks of a node see the same: one speaks. */
 			*quiet = t->ids.local_rank != 0;
 			snprintf(err, errlen, "rank 0 (on %s) did not arrive "
-				 "within %u s. See that node's slurmd log, or "
-				 "give it longer with "
-				 "--dist-train=timeout=SECONDS",
+				 "within %u s: see rank 0's own message; if it "
+				 "has none, give it longer with "
+				 "--dist-train=timeout=SECONDS, or ask your "
+				 "administrator to check that node",
 				 t->layout.master_addr, t->cfg->timeout);
 			return -1;
 		}
@@ -652,8 +670,8 @@ static int rendezvous_join(struct task *t, const struct dt_rdv_hello *hello,
 	}
 	if (!step_secret.have) {
 		snprintf(err, errlen, "rank 0 gave no secret to prove this "
-			 "rank with: are all nodes running the same dist-train "
-			 "version?");
+			 "rank with: ask your administrator to install one "
+			 "dist-train release on every node");
 		return -1;
 	}
 	/* Rank 0 answers within its own timeout of its start, which was
@@ -692,8 +710,9 @@ static int apply_view(struct task *t, const struct dt_rdv_result *res,
 
 	if (!v->present) {
 		snprintf(err, errlen, "this node's local rank 0 did not pass "
-			 "on what PMIx says of this rank: are all nodes "
-			 "running the same dist-train version?");
+			 "on what PMIx says of this rank: ask your "
+			 "administrator to install one dist-train release on "
+			 "every node");
 		return -1;
 	}
 	memset(&view, 0, sizeof(view));
@@ -715,6 +734,7 @@ static int apply_view(struct task *t, const struct dt_rdv_result *res,
 static int nccl_check(struct task *t, const struct dt_rdv_result *res,
 		      const char *ifname, char *err, size_t errlen)
 {
+	const char *node = getenv("SLURMD_NODENAME");
 	char id[128];
 
 	snprintf(id, sizeof(id), "%s:%u", res->address, res->nccl_port);
@@ -722,7 +742,8 @@ static int nccl_check(struct task *t, const struct dt_rdv_result *res,
 	if (ifname)
 		setenv("NCCL_SOCKET_IFNAME", ifname, 0);
 	if (nccl_allreduce_check(t->layout.world_size, t->ids.rank,
-				 t->ids.local_rank, t->layout.local_size, err,
+				 t->ids.local_rank, t->layout.local_size,
+				 node && *node ? node : t->host, err,
 				 errlen) < 0)
 		return -1;
 	return 0;
@@ -734,7 +755,8 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	struct dt_rdv_hello hello;
 	struct dt_rdv_result res;
 	struct dt_env_request req;
-	char err[1024], why[128] = "", ifname[80], comm_id[128], *cpus;
+	char err[1024], why[512] = "", ifname[80], comm_id[128], *cpus;
+	const char *node = getenv("SLURMD_NODENAME"), *lib;
 	bool have_ifname = false, quiet = false;
 	uint64_t deadline, started = now_ms(), placed, met;
 	unsigned budget;
@@ -788,12 +810,15 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 		fprintf(stderr, DT_NAME ": check: all %u ranks reached rank 0 "
 			"at %s:%u (%s)", t.layout.world_size,
 			t.layout.master_addr, t.ports.port[0], res.address);
+		lib = nccl_describe();
 		if (res.nccl_check)
-			fprintf(stderr, "; NCCL all-reduce across them: ok\n");
+			fprintf(stderr, "; NCCL all-reduce across them: ok "
+				"(%s)\n", lib ? lib : "libnccl");
 		else
 			fprintf(stderr, "; NCCL all-reduce skipped: not every "
-				"rank has NCCL and a GPU (rank 0: %s)\n",
-				why[0] ? why : "ok");
+				"rank has NCCL and a GPU (rank 0: %s%s%s)\n",
+				why[0] ? why : "ok", lib ? ", " : "",
+				lib ? lib : "");
 	}
 
 	snprintf(comm_id, sizeof(comm_id), "%s:%u", res.address,
@@ -826,8 +851,9 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 	rc = 0;
 	goto done;
 fail:
+	/* srun 26.05 does not say which node a task's line comes from. */
 	if (!quiet)
-		helper_error("%s", err);
+		helper_error("on %s: %s", node && *node ? node : t.host, err);
 done:
 	alarm(0);
 	task_free(&t);

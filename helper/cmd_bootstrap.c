@@ -67,7 +67,9 @@ int cmd_bootstrap(int argc, char **argv)
 	records = malloc(len + 1);
 	if (!records || dt_env_serialize(&env, records, len + 1) != len ||
 	    write_all(fd, records, len) < 0) {
-		helper_error("cannot hand the environment to the plugin");
+		helper_error("cannot hand the environment to the plugin: "
+			     "rerun the step, and report it to your "
+			     "administrator if it recurs");
 		rc = 1;
 	}
 out:

@@ -49,8 +49,8 @@ int cmd_env(int argc, char **argv)
 	if (rc)
 		return rc == BOOTSTRAP_HELP ? 0 : rc;
 	if (next != argc) {
-		helper_error("unexpected argument '%s': " DT_NAME " env takes "
-			     "options only (" DT_NAME " env --help)",
+		helper_error("unexpected argument '%s': remove it, as " DT_NAME
+			     " env takes options only (" DT_NAME " env --help)",
 			     argv[next]);
 		return 2;
 	}

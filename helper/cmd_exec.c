@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "nccl_check.h"
 #include "commands.h"
 #include "../common/bind_apply.h"
 #include "../common/binding.h"
@@ -61,6 +62,7 @@ int cmd_exec(int argc, char **argv)
 			     " exec --help)");
 		return 2;
 	}
+	nccl_set_program(argv[next]);
 	rc = bootstrap(&cfg, &env);
 	if (rc)
 		goto out;
@@ -74,7 +76,9 @@ int cmd_exec(int argc, char **argv)
 	if (have_machine)
 		dt_machine_free(&machine);
 	if (rc < 0) {
-		helper_error("%s", err);
+		/* srun 26.05 does not say which node a task's line is from. */
+		helper_error("on %s: %s", getenv("SLURMD_NODENAME") ?
+			     getenv("SLURMD_NODENAME") : "this host", err);
 		rc = 1;
 		goto out;
 	}
@@ -87,7 +91,8 @@ int cmd_exec(int argc, char **argv)
 		if (e->action == DT_ENV_UNSET)
 			unsetenv(e->name);
 		else if (setenv(e->name, e->value, 1) < 0)
-			helper_error("cannot set %s: %s", e->name,
+			helper_error("cannot set %s (%s): rerun the program, "
+				     "and report it if it recurs", e->name,
 				     strerror(errno));
 	}
 	if (cfg.verbose)
@@ -96,7 +101,8 @@ int cmd_exec(int argc, char **argv)
 	/* The program lives as it would without us (see main.c). */
 	prctl(PR_SET_PDEATHSIG, 0);
 	execvp(argv[next], argv + next);
-	helper_error("cannot run %s: %s", argv[next], strerror(errno));
+	helper_error("cannot run %s (%s): give the program's path, or add "
+		     "its folder to PATH", argv[next], strerror(errno));
 	return 127;
 out:
 	dt_env_free(&env);

@@ -26,7 +26,7 @@ int cmd_hostnames(int argc, char **argv)
 	static char outbuf[1 << 16];
 	struct dt_hostlist *hl = NULL;
 	const char *list;
-	char err[256];
+	char err[512];
 	int rc = 1;
 
 	if (argc > 2 || (argc == 2 && (!strcmp(argv[1], "--help") ||
@@ -46,13 +46,15 @@ int cmd_hostnames(int argc, char **argv)
 		return 1;
 	}
 	if (dt_hostlist_count(hl) == 0) {
-		helper_error("the host list '%s' names no host", list);
+		helper_error("the host list '%s' names no host: give one that "
+			     "names at least one", list);
 		goto out;
 	}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	if (dt_hostlist_foreach(hl, print_host, stdout) != 0 ||
 	    fflush(stdout) == EOF) {
-		helper_error("cannot write the host names");
+		helper_error("cannot write the host names: check where the "
+			     "output goes (a full disk, a closed pipe)");
 		goto out;
 	}
 	rc = 0;

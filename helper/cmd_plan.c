@@ -55,7 +55,8 @@ static int parse(int argc, char **argv, struct plan_options *o)
 		case 'n':
 			o->tasks = (unsigned)strtoul(optarg, NULL, 10);
 			if (o->tasks == 0) {
-				helper_error("--tasks wants a positive number");
+				helper_error("--tasks wants a positive number: "
+					     "give one, such as --tasks=8");
 				return 2;
 			}
 			break;

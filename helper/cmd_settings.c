@@ -214,7 +214,7 @@ int cmd_settings(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		helper_error("unexpected argument '%s'; usage: %s",
+		helper_error("unexpected argument '%s': remove it; usage: %s",
 			     argv[optind], USAGE);
 		return 2;
 	}

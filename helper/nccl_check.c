@@ -1,11 +1,16 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <glob.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "nccl_check.h"
+#include "../common/nccl_path.h"
 #include "../common/topology.h"
 
 /* The few CUDA driver and NCCL types and calls used, declared here so
@@ -43,17 +48,150 @@ struct nccl_api {
 				  nccl_comm, cu_stream);
 	nccl_result (*comm_destroy)(nccl_comm);
 	const char *(*error_string)(nccl_result);
+	nccl_result (*get_version)(int *);
 };
 
 static struct cuda_api cuda;
 static struct nccl_api nccl;
 static bool loaded;
+/* The program the check runs for (nccl_set_program), and which libnccl
+ * was loaded: "libnccl VERSION from PATH". */
+static const char *program;
+static char described[DT_NCCL_PATH_MAX + 64];
+
+void nccl_set_program(const char *path)
+{
+	program = path;
+}
+
+/* PROGRAM's absolute path: as given, or found on PATH, in BUF. */
+static bool find_program(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH"), *p;
+	char cwd[PATH_MAX];
+
+	if (strchr(name, '/')) {
+		if (name[0] == '/')
+			return snprintf(buf, len, "%s", name) < (int)len;
+		return getcwd(cwd, sizeof(cwd)) &&
+		       snprintf(buf, len, "%s/%s", cwd, name) < (int)len;
+	}
+	for (p = path ? path : ""; *p;) {
+		size_t n = strcspn(p, ":");
+
+		if (n && p[0] == '/' &&
+		    snprintf(buf, len, "%.*s/%s", (int)n, p, name) < (int)len &&
+		    access(buf, X_OK) == 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+/*
+ * The Python interpreter that runs PROGRAM, into BUF: PROGRAM itself, or
+ * the one its "#!" line names (torchrun and other Python scripts).
+ */
+static bool python_of(const char *name, char *buf, size_t len)
+{
+	char path[PATH_MAX], line[256], *end;
+	FILE *f;
+
+	if (!find_program(name, path, sizeof(path)))
+		return false;
+	if (dt_is_python(path))
+		return snprintf(buf, len, "%s", path) < (int)len;
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	end = fgets(line, sizeof(line), f);
+	fclose(f);
+	if (!end || strncmp(line, "#!", 2))
+		return false;
+	end = line + 2;
+	end[strcspn(end, " \t\r\n")] = '\0';
+	if (!strcmp(end, "/usr/bin/env")) {
+		char *word = end + strlen(end) + 1;
+
+		word += strspn(word, " \t");
+		word[strcspn(word, " \t\r\n")] = '\0';
+		return dt_is_python(word) && find_program(word, buf, len);
+	}
+	return dt_is_python(end) && end[0] == '/' &&
+	       snprintf(buf, len, "%s", end) < (int)len;
+}
+
+/*
+ * The NCCL a Python program loads: the one of its own environment
+ * (common/nccl_path.h), by absolute path only; else the system's.
+ */
+static void *open_nccl(void)
+{
+	char cand[DT_NCCL_CANDIDATES_MAX][DT_NCCL_PATH_MAX];
+	char interp[PATH_MAX] = "", real[PATH_MAX] = "";
+	const char *name = program ? program : getenv("DIST_TRAIN_PROGRAM");
+	bool python = name && *name && python_of(name, interp, sizeof(interp));
+	int n = 0;
+
+	if (python && !realpath(interp, real))
+		real[0] = '\0';
+	/* A program we know is not Python brings no environment of its
+	 * own; one we do not know may (an activated environment). */
+	if (python || !name || !*name)
+		n = dt_nccl_candidates(python ? interp : NULL,
+				       python ? real : NULL,
+				       getenv("VIRTUAL_ENV"),
+				       getenv("CONDA_PREFIX"), cand,
+				       DT_NCCL_CANDIDATES_MAX);
+	for (int i = 0; i < n; i++) {
+		glob_t g;
+		void *lib = NULL;
+
+		if (glob(cand[i], 0, NULL, &g) != 0)
+			continue;
+		for (size_t j = 0; j < g.gl_pathc && !lib; j++)
+			if (g.gl_pathv[j][0] == '/')
+				lib = dlopen(g.gl_pathv[j],
+					     RTLD_NOW | RTLD_GLOBAL);
+		globfree(&g);
+		if (lib)
+			return lib;
+	}
+	return dlopen(DT_NCCL_SONAME, RTLD_NOW | RTLD_GLOBAL);
+}
+
+/* "libnccl VERSION from PATH", once NCCL is loaded. */
+static void describe_nccl(void)
+{
+	Dl_info info;
+	int v = 0;
+
+	memset(&info, 0, sizeof(info));
+	if (!dladdr(*(void **)&nccl.get_unique_id, &info) || !info.dli_fname)
+		info.dli_fname = DT_NCCL_SONAME;
+	if (nccl.get_version && nccl.get_version(&v) == 0 && v > 0)
+		snprintf(described, sizeof(described),
+			 "libnccl %d.%d.%d from %s",
+			 v >= 10000 ? v / 10000 : v / 1000,
+			 v >= 10000 ? v / 100 % 100 : v / 100 % 10, v % 100,
+			 info.dli_fname);
+	else
+		snprintf(described, sizeof(described), "libnccl (version "
+			 "unknown) from %s", info.dli_fname);
+}
+
+const char *nccl_describe(void)
+{
+	return described[0] ? described : NULL;
+}
 
 #define SYM(lib, field, name)                                            \
 	do {                                                             \
 		*(void **)(&(field)) = dlsym(lib, name);                 \
 		if (!(field)) {                                          \
-			snprintf(why, len, "%s lacks %s", #lib, name);   \
+			snprintf(why, len, "%s lacks %s: ask your "      \
+				 "administrator to update it", #lib,     \
+				 name);                                  \
 			return false;                                    \
 		}                                                        \
 	} while (0)
@@ -66,12 +204,16 @@ static bool load(char *why, size_t len)
 		return true;
 	libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
 	if (!libcuda) {
-		snprintf(why, len, "no CUDA driver (libcuda.so.1)");
+		snprintf(why, len, "no CUDA driver (libcuda.so.1): run the "
+			 "step on GPU nodes, or ask your administrator to "
+			 "install the NVIDIA driver");
 		return false;
 	}
-	libnccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	libnccl = open_nccl();
 	if (!libnccl) {
-		snprintf(why, len, "no NCCL library (libnccl.so.2)");
+		snprintf(why, len, "no NCCL library (libnccl.so.2, here or in "
+			 "the program's Python environment): install PyTorch "
+			 "with its NCCL (pip install torch), or NCCL itself");
 		return false;
 	}
 	SYM(libcuda, cuda.init, "cuInit");
@@ -92,6 +234,8 @@ static bool load(char *why, size_t len)
 	SYM(libnccl, nccl.all_reduce, "ncclAllReduce");
 	SYM(libnccl, nccl.comm_destroy, "ncclCommDestroy");
 	SYM(libnccl, nccl.error_string, "ncclGetErrorString");
+	*(void **)(&nccl.get_version) = dlsym(libnccl, "ncclGetVersion");
+	describe_nccl();
 	loaded = true;
 	return true;
 }
@@ -117,7 +261,9 @@ bool nccl_usable(uint32_t local_size, char *why, size_t len)
 	if (!load(why, len))
 		return false;
 	if (cuda.init(0) != 0 || cuda.device_count(&n) != 0 || n < 1) {
-		snprintf(why, len, "no GPU visible");
+		snprintf(why, len, "no GPU visible: request GPUs (such as "
+			 "--gpus-per-node), and leave CUDA_VISIBLE_DEVICES to "
+			 "Slurm");
 		return false;
 	}
 	/* NCCL fails such a communicator with a bare "invalid usage". */
@@ -125,14 +271,17 @@ bool nccl_usable(uint32_t local_size, char *why, size_t len)
 	if (local_size > (uint32_t)n) {
 		snprintf(why, len, "%u ranks on this node share %d GPU%s, "
 			 "and NCCL refuses two ranks of one communicator on "
-			 "one GPU", local_size, n, n == 1 ? "" : "s");
+			 "one GPU: run at most %d task%s per node to have NCCL "
+			 "checked", local_size, n, n == 1 ? "" : "s", n,
+			 n == 1 ? "" : "s");
 		return false;
 	}
 	return true;
 }
 
 int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
-			 uint32_t local_size, char *err, size_t errlen)
+			 uint32_t local_size, const char *host, char *err,
+			 size_t errlen)
 {
 	nccl_unique_id id;
 	nccl_comm comm = NULL;
@@ -151,7 +300,9 @@ int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
 	    cuda.ctx_retain(&ctx, dev) || cuda.ctx_set(ctx) ||
 	    cuda.stream_create(&stream, 0) || cuda.mem_alloc(&buf, 4) ||
 	    cuda.htod(buf, &one, 4)) {
-		snprintf(err, errlen, "cannot prepare GPU %u for the NCCL check",
+		snprintf(err, errlen, "rank %u on %s cannot prepare GPU %u for "
+			 "the NCCL check: check that GPU with nvidia-smi, or "
+			 "rerun without --dist-train=check", rank, host,
 			 local_rank % (uint32_t)ndev);
 		goto out;
 	}
@@ -163,17 +314,21 @@ int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
 		nr = nccl.all_reduce((void *)buf, (void *)buf, 1, NCCL_FLOAT32,
 				     NCCL_SUM, comm, stream);
 	if (nr) {
-		snprintf(err, errlen, "NCCL all-reduce failed: %s",
-			 nccl.error_string(nr));
+		snprintf(err, errlen, "NCCL all-reduce failed on rank %u (%s): "
+			 "%s, with %s; rerun with NCCL_DEBUG=INFO to see why",
+			 rank, host, nccl.error_string(nr), described);
 		goto out;
 	}
 	if (cuda.stream_sync(stream) || cuda.dtoh(&sum, buf, 4)) {
-		snprintf(err, errlen, "NCCL all-reduce did not complete");
+		snprintf(err, errlen, "NCCL all-reduce did not complete on rank "
+			 "%u (%s), with %s: rerun with NCCL_DEBUG=INFO to see "
+			 "why", rank, host, described);
 		goto out;
 	}
 	if (sum != (float)world) {
-		snprintf(err, errlen, "NCCL all-reduce gave %g, expected %u",
-			 (double)sum, world);
+		snprintf(err, errlen, "NCCL all-reduce gave %g on rank %u (%s), "
+			 "expected %u, with %s: rerun with NCCL_DEBUG=INFO to "
+			 "see why", (double)sum, rank, host, world, described);
 		goto out;
 	}
 	rc = 0;

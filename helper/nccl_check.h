@@ -22,9 +22,21 @@ bool nccl_usable(uint32_t local_size, char *why, size_t len);
 /*
  * Every rank calls it at once, with NCCL_COMM_ID set in the environment.
  * The rank uses GPU LOCAL_RANK modulo the visible GPUs. Returns 0, or -1
- * with ERR.
+ * with ERR, which names the rank and its HOST.
  */
 int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
-			 uint32_t local_size, char *err, size_t errlen);
+			 uint32_t local_size, const char *host, char *err,
+			 size_t errlen);
+
+/*
+ * The program the check is for (its argv[0]; else DIST_TRAIN_PROGRAM in
+ * the environment, which the plugin sets for the helper): where it is
+ * Python, the NCCL of its own Python environment is loaded, as PyTorch
+ * from pip would (common/nccl_path.h), else the system's libnccl.so.2.
+ */
+void nccl_set_program(const char *program);
+
+/* Which NCCL was loaded, "libnccl VERSION from PATH"; NULL before. */
+const char *nccl_describe(void);
 
 #endif

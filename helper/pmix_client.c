@@ -6,6 +6,16 @@
 
 #include "pmix_client.h"
 
+/* The fix where PMIx does not answer as it should. */
+#define PMIX_FIX \
+	"use --dist-train=pmix=no, and ask your administrator to check " \
+	"Slurm's mpi/pmix plugin"
+/* What a build without PMIx says of every call. */
+#define NO_PMIX \
+	"this dist-train was built without PMIx (its headers were " \
+	"missing): use --dist-train=pmix=no, or ask your administrator to " \
+	"rebuild it with PMIx"
+
 int pmix_available(void)
 {
 	const char *ns = getenv("PMIX_NAMESPACE");
@@ -65,7 +75,8 @@ static void *load_library(char *err, size_t errlen)
 		why = dlerror();
 	}
 	snprintf(err, errlen, "cannot load the PMIx library (libpmix.so.2: "
-		 "%s): install PMIx on this node, or use --dist-train=pmix=no",
+		 "%s): use --dist-train=pmix=no, or ask your administrator to "
+		 "install PMIx on this node",
 		 why);
 	return NULL;
 }
@@ -74,7 +85,9 @@ static void *load_library(char *err, size_t errlen)
 	do {                                                              \
 		*(void **)(&api->field) = dlsym(lib, symbol);             \
 		if (!api->field) {                                        \
-			snprintf(err, errlen, "the PMIx library lacks %s", \
+			snprintf(err, errlen, "the PMIx library lacks %s: " \
+				 "ask your administrator to install PMIx " \
+				 "3 or later, or use --dist-train=pmix=no", \
 				 symbol);                                 \
 			return -1;                                        \
 		}                                                         \
@@ -122,8 +135,9 @@ int pmix_open(struct pmix_session **out, char *err, size_t errlen)
 	 */
 	rc = s->api.init(&s->me, NULL, 0);
 	if (rc != PMIX_SUCCESS) {
-		snprintf(err, errlen, "PMIx_Init failed: %s",
-			 s->api.error_string(rc));
+		snprintf(err, errlen, "PMIx_Init failed (%s): launch the step "
+			 "with srun --mpi=pmix, or use --dist-train=pmix=no to "
+			 "take the ranks from Slurm", s->api.error_string(rc));
 		goto fail;
 	}
 	*out = s;
@@ -175,8 +189,8 @@ static int get_u32(struct pmix_session *s, pmix_rank_t rank, const char *key,
 	pmix_status_t rc = s->api.get(&p, key, NULL, 0, &v);
 
 	if (rc != PMIX_SUCCESS || value_u32(v, out) < 0) {
-		snprintf(err, errlen, "PMIx has no usable %s: %s", key,
-			 rc == PMIX_SUCCESS ? "wrong type" :
+		snprintf(err, errlen, "PMIx has no usable %s (%s): " PMIX_FIX,
+			 key, rc == PMIX_SUCCESS ? "wrong type" :
 			 s->api.error_string(rc));
 		value_release(s, v);
 		return -1;
@@ -220,7 +234,7 @@ int pmix_view(struct pmix_session *s, struct dt_pmix_view *view,
 		s->rank0_host = get_string(s, 0, PMIX_HOSTNAME);
 	if (!s->rank0_host) {
 		snprintf(err, errlen, "PMIx does not say which host runs "
-			 "rank 0 (%s)", PMIX_HOSTNAME);
+			 "rank 0 (%s): " PMIX_FIX, PMIX_HOSTNAME);
 		return -1;
 	}
 	view->rank0_host = s->rank0_host;
@@ -242,8 +256,9 @@ int pmix_place_of(struct pmix_session *s, uint32_t rank, uint32_t *node_id,
 		  uint32_t *local_rank, char *err, size_t errlen)
 {
 	if (rank >= s->world) {
-		snprintf(err, errlen, "rank %u is past the job's %u ranks",
-			 rank, s->world);
+		snprintf(err, errlen, "a task claimed rank %u, past the job's "
+			 "%u ranks: report it to your administrator, as that "
+			 "task may not belong to the step", rank, s->world);
 		return -1;
 	}
 	return get_u32(s, rank, PMIX_NODEID, node_id, err, errlen) < 0 ||
@@ -264,8 +279,8 @@ int pmix_publish(struct pmix_session *s, const char *key, const char *value,
 	if (rc == PMIX_SUCCESS)
 		rc = s->api.commit();
 	if (rc != PMIX_SUCCESS) {
-		snprintf(err, errlen, "cannot publish %s through PMIx: %s",
-			 key, s->api.error_string(rc));
+		snprintf(err, errlen, "cannot publish %s through PMIx (%s): "
+			 PMIX_FIX, key, s->api.error_string(rc));
 		return -1;
 	}
 	return 0;
@@ -358,8 +373,8 @@ int pmix_lookup(struct pmix_session *s, uint32_t rank, const char *key,
 			return 1;
 		net_backoff(&delay, deadline);
 	}
-	snprintf(err, errlen, "PMIx lookup of %s from rank %u failed: %s",
-		 key, rank, s->api.error_string(status));
+	snprintf(err, errlen, "PMIx lookup of %s from rank %u failed (%s): "
+		 PMIX_FIX, key, rank, s->api.error_string(status));
 	return -1;
 }
 
@@ -385,9 +400,7 @@ struct pmix_session {
 int pmix_open(struct pmix_session **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	snprintf(err, errlen, "this dist-train was built without PMIx "
-		 "(its headers were missing): rebuild it with PMIx, or use "
-		 "--dist-train=pmix=no");
+	snprintf(err, errlen, NO_PMIX);
 	return -1;
 }
 
@@ -395,7 +408,7 @@ int pmix_view(struct pmix_session *s, struct dt_pmix_view *view,
 	      char *err, size_t errlen)
 {
 	(void)s, (void)view;
-	snprintf(err, errlen, "no PMIx");
+	snprintf(err, errlen, NO_PMIX);
 	return -1;
 }
 
@@ -409,7 +422,7 @@ int pmix_place_of(struct pmix_session *s, uint32_t rank, uint32_t *node_id,
 		  uint32_t *local_rank, char *err, size_t errlen)
 {
 	(void)s, (void)rank, (void)node_id, (void)local_rank;
-	snprintf(err, errlen, "no PMIx");
+	snprintf(err, errlen, NO_PMIX);
 	return -1;
 }
 
@@ -417,7 +430,7 @@ int pmix_publish(struct pmix_session *s, const char *key, const char *value,
 		 char *err, size_t errlen)
 {
 	(void)s, (void)key, (void)value;
-	snprintf(err, errlen, "no PMIx");
+	snprintf(err, errlen, NO_PMIX);
 	return -1;
 }
 
@@ -427,7 +440,7 @@ int pmix_lookup(struct pmix_session *s, uint32_t rank, const char *key,
 {
 	(void)s, (void)rank, (void)key, (void)timeout_ms, (void)value,
 	(void)len;
-	snprintf(err, errlen, "no PMIx");
+	snprintf(err, errlen, NO_PMIX);
 	return -1;
 }
 

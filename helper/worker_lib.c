@@ -24,8 +24,12 @@
 
 static void warn(const char *who, const char *what, const char *why)
 {
-	dprintf(STDERR_FILENO, "dist-train: warning: %s (local rank %s) %s: "
-		"%s\n", who, getenv("LOCAL_RANK"), what, why);
+	const char *node = getenv("SLURMD_NODENAME");
+
+	/* srun 26.05 does not say which node a task's line comes from. */
+	dprintf(STDERR_FILENO, "dist-train: warning: on %s: %s (local rank "
+		"%s) %s: %s\n", node ? node : "?", who, getenv("LOCAL_RANK"),
+		what, why);
 }
 
 /* DIST_TRAIN_CPUS and DIST_TRAIN_NUMA, as the plugin binds a task. */
@@ -81,7 +85,8 @@ __attribute__((constructor)) static void bind_worker(void)
 	entry = dt_worker_entry(plan, (unsigned)strtoul(rank, NULL, 10));
 	if (!entry) {
 		warn("torchrun worker", "is not in the node's plan",
-		     "more workers than planned");
+		     "more workers than planned: start no more than "
+		     "--dist-train=nproc= workers per node");
 		return;
 	}
 	apply_words(entry);

@@ -40,8 +40,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	if (!state.site_ok) {
 		dt_config_init(&state.site);
 		/* Users hear of it when they ask for --dist-train. */
-		if (ctx == S_CTX_REMOTE)
-			dt_log_error("disabled: %s", state.site_error);
+		if (ctx == S_CTX_REMOTE) {
+			char **env = NULL, node[256];
+
+			if (spank_get_item(sp, S_JOB_ENV, &env) !=
+			    ESPANK_SUCCESS)
+				env = NULL;
+			plugin_node_name(env, node, sizeof(node));
+			dt_log_error("disabled on %s: %s", node,
+				     state.site_error);
+		}
 	}
 	state.step = state.site;
 

@@ -25,6 +25,41 @@
 #define RECORDS_MAX (1 << 20)
 #define RESULT_FD 3
 #define SECRET_FD 4
+/* A fork or pipe that failed: the node is short of processes or files. */
+#define CANNOT_START \
+	"cannot start the helper (%s): run fewer tasks per node, or ask " \
+	"your administrator to raise this node's limits on processes and " \
+	"open files"
+
+/*
+ * ENVP for the helper, with DIST_TRAIN_PROGRAM=PROGRAM for its NCCL check
+ * (helper/nccl_check.h): a new array to free, or NULL to use ENVP as is.
+ */
+static char **helper_env(char *const envp[], const char *program)
+{
+	static const char name[] = "DIST_TRAIN_PROGRAM=";
+	size_t n = 0, k = 0;
+	char **env;
+
+	if (!program || !*program)
+		return NULL;
+	while (envp && envp[n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	env[k] = malloc(sizeof(name) + strlen(program));
+	if (!env[k]) {
+		free(env);
+		return NULL;
+	}
+	memcpy(env[k], name, sizeof(name) - 1);
+	memcpy(env[k++] + sizeof(name) - 1, program, strlen(program) + 1);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], name, sizeof(name) - 1))
+			env[k++] = envp[i];
+	return env;
+}
 
 static long long now_ms(void)
 {
@@ -38,6 +73,8 @@ static void exec_helper(const char *path, char *const argv[],
 			char *const envp[], int result_fd, int secret_fd)
 {
 	sigset_t none;
+	char node[256];
+	int error;
 
 	/* Its own group, so that a late helper can be killed whole. */
 	setpgid(0, 0);
@@ -53,10 +90,12 @@ static void exec_helper(const char *path, char *const argv[],
 	/* Nothing else of slurmstepd's or the task's goes with it. */
 	syscall(SYS_close_range, SECRET_FD + 1, ~0U, 0);
 	execve(path, argv, envp);
-	dprintf(STDERR_FILENO, DT_NAME ": error: cannot run the helper %s: "
-		"%s; the cluster's administrator must install dist-train "
-		"there, or name it with helper= in plugstack.conf\n", path,
-		strerror(errno));
+	error = errno;
+	plugin_node_name(envp, node, sizeof(node));
+	dprintf(STDERR_FILENO, DT_NAME ": error: on %s: cannot run the helper "
+		"%s (%s): ask your administrator to install dist-train there, "
+		"or to name it with helper= in plugstack.conf\n", node, path,
+		strerror(error));
 	_exit(127);
 }
 
@@ -181,7 +220,7 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	struct sigaction dfl, old;
 	unsigned wait_s = cfg->timeout + 15 + (cfg->check ? cfg->timeout : 0);
 	long long deadline = now_ms() + (long long)wait_s * 1000;
-	char *records = NULL;
+	char *records = NULL, **env;
 	size_t len = 0;
 	int fds[2], status = 0, rc = -1, got;
 	pid_t pid;
@@ -196,7 +235,9 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		secret_fd = secret_pipe(secret);
 		if (secret_fd < 0) {
 			snprintf(err, errlen, "cannot hand the step's secret "
-				 "to the helper: %s", strerror(errno));
+				 "to the helper (%s): rerun the step, and "
+				 "report it to your administrator if it "
+				 "recurs", strerror(errno));
 			return -1;
 		}
 		argv[next_arg++] = secret_arg;
@@ -208,8 +249,7 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	if (rank0_port_only)
 		argv[next_arg++] = port_only;
 	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "cannot start the helper: %s",
-			 strerror(errno));
+		snprintf(err, errlen, CANNOT_START, strerror(errno));
 		if (secret_fd >= 0)
 			close(secret_fd);
 		return -1;
@@ -218,28 +258,38 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigaction(SIGCHLD, &dfl, &old);
+	env = cfg->check ? helper_env(envp, plugin_state()->program) : NULL;
 	pid = fork();
 	if (pid == 0)
-		exec_helper(cfg->helper, argv, envp, fds[1], secret_fd);
+		exec_helper(cfg->helper, argv, env ? env : envp, fds[1],
+			    secret_fd);
+	if (env) {
+		free(env[0]);
+		free(env);
+	}
 	close(fds[1]);
 	if (secret_fd >= 0)
 		close(secret_fd);
 	if (pid < 0) {
-		snprintf(err, errlen, "cannot start the helper: %s",
-			 strerror(errno));
+		snprintf(err, errlen, CANNOT_START, strerror(errno));
 		goto out;
 	}
 	got = read_all(fds[0], deadline, &records, &len);
 	if (got < 0 && now_ms() < deadline) {
 		/* Not a result: no reason to wait for the rest of it. */
 		reap(pid, 0, &status);
-		snprintf(err, errlen, "the helper %s sent no readable result",
-			 cfg->helper);
+		snprintf(err, errlen, "the helper %s sent no readable result: "
+			 "ask your administrator to install the helper "
+			 "(helper= in plugstack.conf) of the plugin's own "
+			 "release", cfg->helper);
 		goto out;
 	}
 	if (reap(pid, deadline, &status) < 0 || got < 0) {
 		snprintf(err, errlen, "the helper %s did not finish within "
-			 "%u s", cfg->helper, wait_s);
+			 "%u s, waiting for PMIx or the other ranks: give it "
+			 "longer with --dist-train=timeout=SECONDS, or use "
+			 "--dist-train=pmix=no if PMIx hangs", cfg->helper,
+			 wait_s);
 		goto out;
 	}
 	/* A failing helper printed why (exit 127: exec failed, said so). */
@@ -247,7 +297,11 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	    WEXITSTATUS(status) != 0) {
 		if (status != -1 && WIFSIGNALED(status))
 			snprintf(err, errlen, "the helper %s was killed by "
-				 "signal %d", cfg->helper, WTERMSIG(status));
+				 "signal %d (%s): give the step more memory "
+				 "(--mem) if it ran out, else rerun with "
+				 "--dist-train=pmix=no and report it to your "
+				 "administrator", cfg->helper, WTERMSIG(status),
+				 strsignal(WTERMSIG(status)));
 		goto out;
 	}
 	if (dt_env_deserialize(records, len, out, err, errlen) < 0)

@@ -162,9 +162,12 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 			goto out;
 		}
 		if (listen_fd < 0) {
-			snprintf(err, errlen, "cannot listen on port %u on %s: "
-				 "%s", st->ports.port[0], host,
-				 strerror(errno));
+			snprintf(err, errlen, "cannot listen on port %u on %s "
+				 "(%s): rerun the step, and ask your "
+				 "administrator to check port-range= in "
+				 "plugstack.conf or MpiParams=ports= in "
+				 "slurm.conf if it recurs", st->ports.port[0],
+				 host, strerror(errno));
 			goto out;
 		}
 	}

@@ -40,11 +40,16 @@ int lean_task_start(char **envp, uint32_t rank, const char *secret,
 	/* What the helper checks too (helper/bootstrap.c). */
 	if (strtoul(claimed, NULL, 10) != rank) {
 		snprintf(err, errlen, "PMIx and Slurm disagree on this task's "
-			 "rank: PMIx says %s, Slurm %u", claimed, rank);
+			 "rank: PMIx says %s, Slurm %u; use "
+			 "--dist-train=pmix=no to take the ranks from Slurm "
+			 "alone, and ask your administrator to check Slurm's "
+			 "mpi/pmix plugin", claimed, rank);
 		return -1;
 	}
 	if (dt_secret_parse(secret, key) < 0) {
-		snprintf(err, errlen, "the step's secret is malformed");
+		snprintf(err, errlen, "the step's secret is malformed: ask "
+			 "your administrator to install one dist-train "
+			 "release on every node, srun's hosts included");
 		return -1;
 	}
 	memset(host, 0, 256);

@@ -68,7 +68,9 @@ int options_register(spank_t sp)
 	rc = spank_option_register(sp, &dist_train_option);
 
 	if (rc != ESPANK_SUCCESS) {
-		dt_log_error("cannot register --dist-train: %s",
+		dt_log_error("cannot register --dist-train (%s): ask your "
+			     "administrator to check that no other plugin in "
+			     "plugstack.conf adds --dist-train",
 			     spank_strerror(rc));
 		return -1;
 	}

@@ -18,10 +18,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
+#include "../common/envp.h"
 #include "../common/layout.h"
 #include "../common/port.h"
 #include "../common/secret.h"
@@ -62,7 +66,7 @@ struct plugin_state {
 	/* slurmstepd user_init: the node's part, inherited by each task. */
 	bool node_active;	/* this step gets the environment */
 	char *distribution;	/* SLURM_DISTRIBUTION, for messages */
-	char node_error[512];	/* set: every task fails with it */
+	char node_error[1024];	/* set: every task fails with it */
 	bool runs_rank0;	/* global task 0 is one of this node's */
 	struct dt_layout layout;
 	struct dt_step_ports ports;
@@ -74,7 +78,11 @@ struct plugin_state {
 	/* The node's topology for binding, loaded once for its tasks. */
 	bool have_machine;
 	struct dt_machine machine;
-	char machine_error[300];	/* why there is none */
+	char machine_error[512];	/* why there is none */
+	/* task_init: the task's program (its argv[0]), for the helper's
+	 * NCCL check, which prefers the NCCL of a Python program's own
+	 * environment (helper/nccl_check.h); NULL when unknown. */
+	const char *program;
 	/* The node's whole machine from its cache, read in post_opt. */
 	bool have_whole;
 	struct dt_machine whole;
@@ -96,6 +104,23 @@ static inline double plugin_clock_ms(void)
 }
 
 struct plugin_state *plugin_state(void);
+
+/*
+ * This node's name as Slurm calls it, for messages from slurmstepd and the
+ * tasks, which srun 26.05 shows with a time stamp instead of the node's
+ * name: SLURMD_NODENAME in ENVP (a task's), else the host's name.
+ */
+static inline void plugin_node_name(char *const *envp, char *buf, size_t len)
+{
+	const char *name = envp ? dt_envp_get(envp, "SLURMD_NODENAME") : NULL;
+
+	if (name && *name && strlen(name) < len) {
+		memcpy(buf, name, strlen(name) + 1);
+		return;
+	}
+	if (gethostname(buf, len) < 0 || !memchr(buf, '\0', len))
+		snprintf(buf, len, "this node");
+}
 
 /* options.c */
 int options_register(spank_t sp);

@@ -19,6 +19,7 @@
 #include "plugin.h"
 #include "../common/binding.h"
 #include "../common/envp.h"
+#include "../common/hostlist.h"
 #include "../common/hwloc_machine.h"
 #include "../common/machine_cache.h"
 #include "../common/machine_cache_file.h"
@@ -27,6 +28,39 @@
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
 	return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/*
+ * This node's name, for the messages below (srun 26.05 shows slurmstepd's
+ * with a time stamp, not the node's name): SLURMD_NODENAME where the step's
+ * environment has it, else this node's entry in SLURM_STEP_NODELIST, else
+ * the host's name.
+ */
+static const char *node_name(spank_t sp)
+{
+	static char name[256];
+	struct dt_hostlist *hl = NULL;
+	char **env = NULL;
+	const char *list;
+	uint32_t id;
+
+	if (name[0])
+		return name;
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+		env = NULL;
+	list = env ? dt_envp_get(env, "SLURM_STEP_NODELIST") : NULL;
+	if (env && !dt_envp_get(env, "SLURMD_NODENAME") && list &&
+	    get_u32(sp, S_JOB_NODEID, &id) == 0 &&
+	    strlen(list) <= DT_STEP_TEXT_BASE &&
+	    dt_hostlist_parse(list, &hl, NULL, 0) == 0) {
+		int n = dt_hostlist_nth(hl, id, name, sizeof(name));
+
+		dt_hostlist_free(hl);
+		if (n > 0 && (size_t)n < sizeof(name))
+			return name;
+	}
+	plugin_node_name(env, name, sizeof(name));
+	return name;
 }
 
 /*
@@ -61,8 +95,8 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 			    alloc_cores, &st->machine, err, sizeof(err)) < 0) {
 		snprintf(st->machine_error, sizeof(st->machine_error),
 			 "not bound: %s", err);
-		dt_log_info("step %u.%u: %s", st->job_id, st->step_id,
-			    st->machine_error);
+		dt_log_info("step %u.%u on %s: %s", st->job_id, st->step_id,
+			    node_name(sp), st->machine_error);
 		goto out;
 	}
 	dt_log_debug("step %u.%u: %u cores, %u GPUs, %u NICs (allocated "
@@ -86,7 +120,6 @@ int slurmstepd_post_opt(spank_t sp)
 	char fingerprint[DT_FINGERPRINT_MAX], err[300];
 	int rc;
 
-	(void)sp;
 	if (!st->site_ok || st->site.topology[0] ||
 	    !st->site.topology_cache[0] ||
 	    (!st->option_seen && !st->site.default_on) ||
@@ -95,13 +128,14 @@ int slurmstepd_post_opt(spank_t sp)
 	rc = dt_machine_cache_read(st->site.topology_cache, fingerprint,
 				   &st->whole, err, sizeof(err));
 	if (rc < 0)
-		dt_log_info("%s", err);
+		dt_log_info("on %s: %s", node_name(sp), err);
 	if (rc != 0) {
 		rc = dt_machine_cache_write(st->site.topology_cache,
 					    fingerprint, &st->whole, err,
 					    sizeof(err));
 		if (rc != 0)
-			dt_log_info("no node cache: %s", err);
+			dt_log_info("no node cache on %s: %s", node_name(sp),
+				    err);
 		if (rc < 0)
 			return 0;
 	}
@@ -190,9 +224,8 @@ int slurmstepd_user_init(spank_t sp)
 	 */
 	if (!st->site_ok) {
 		snprintf(err, sizeof(err), "--dist-train is unavailable: "
-			 "plugstack.conf on this node is wrong (%.300s); ask "
-			 "the cluster's administrator to fix it",
-			 st->site_error);
+			 "plugstack.conf on this node is wrong (%.600s); ask "
+			 "your administrator to fix it", st->site_error);
 		goto fail;
 	}
 	st->step = st->site;
@@ -217,7 +250,9 @@ int slurmstepd_user_init(spank_t sp)
 			   &step.first_global_id) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
 		snprintf(err, sizeof(err), "Slurm did not give the step's "
-			 "size and layout to the plugin");
+			 "size and layout to the plugin: ask your "
+			 "administrator to check that dist-train was built for "
+			 "this node's Slurm release");
 		goto fail;
 	}
 	if (dt_config_check_step(&st->step, step.num_nodes, step.num_tasks,
@@ -252,7 +287,8 @@ int slurmstepd_user_init(spank_t sp)
 	return 0;
 fail:
 	snprintf(st->node_error, sizeof(st->node_error), "%s", err);
-	dt_log_error("step %u.%u: %s", st->job_id, st->step_id, err);
+	dt_log_error("step %u.%u on %s: %s", st->job_id, st->step_id,
+		     node_name(sp), err);
 	return 0;
 }
 
@@ -270,20 +306,24 @@ int slurmstepd_task_exit(spank_t sp)
 	    !WIFEXITED(status) || WEXITSTATUS(status) == 0)
 		return 0;
 	if (st->step.max_nodes)
-		dt_log_error("the torchrun agent failed (exit %d): elastic "
-			     "training stops when fewer than %u nodes "
+		dt_log_error("on %s: the torchrun agent failed (exit %d): "
+			     "elastic training stops when fewer than %u nodes "
 			     "(elastic=%u:%u) are left to rendezvous within "
 			     "its join_timeout (timeout=%u), or after "
-			     "restarts=%u restarts; torchrun's error above says "
-			     "which", WEXITSTATUS(status), st->step.min_nodes,
+			     "restarts=%u restarts; see torchrun's error above, "
+			     "and raise --dist-train=timeout= or restarts= if "
+			     "they ran out", node_name(sp),
+			     WEXITSTATUS(status), st->step.min_nodes,
 			     st->step.min_nodes, st->step.max_nodes,
 			     st->step.timeout, st->step.restarts);
 	else
-		dt_log_error("the torchrun agent failed (exit %d) after "
-			     "restarts=%u restarts, or when a node was lost "
-			     "(fixed size: use elastic=MIN:MAX to continue "
-			     "without it); torchrun's error above says which",
-			     WEXITSTATUS(status), st->step.restarts);
+		dt_log_error("on %s: the torchrun agent failed (exit %d) "
+			     "after restarts=%u restarts, or when a node was "
+			     "lost: see torchrun's error above, raise "
+			     "--dist-train=restarts= if they ran out, or use "
+			     "elastic=MIN:MAX to go on without a lost node",
+			     node_name(sp), WEXITSTATUS(status),
+			     st->step.restarts);
 	return 0;
 }
 

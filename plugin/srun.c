@@ -26,8 +26,8 @@ static int check_settings(void)
 	st->step = st->site;
 	if (st->option_seen && !st->site_ok) {
 		dt_log_error("--dist-train is unavailable: plugstack.conf is "
-			     "wrong (%s); ask the cluster's administrator to "
-			     "fix it", st->site_error);
+			     "wrong (%s); ask your administrator to fix it",
+			     st->site_error);
 		return -1;
 	}
 	if (st->option_seen &&
@@ -109,7 +109,9 @@ static int make_step_secret(void)
 			continue;
 		if (n <= 0) {
 			dt_log_error("cannot make the step's secret: no random "
-				     "numbers (%s)", strerror(errno));
+				     "numbers (%s); rerun srun, and ask your "
+				     "administrator to check getrandom on this "
+				     "host if it recurs", strerror(errno));
 			return -1;
 		}
 		got += (size_t)n;
@@ -119,8 +121,9 @@ static int make_step_secret(void)
 	explicit_bzero(secret, sizeof(secret));
 	explicit_bzero(hex, sizeof(hex));
 	if (rc < 0) {
-		dt_log_error("cannot pass the step's secret: %s",
-			     strerror(errno));
+		dt_log_error("cannot pass the step's secret (%s): rerun srun, "
+			     "and report it to your administrator if it "
+			     "recurs", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -187,6 +190,7 @@ int srun_local_user_init(spank_t sp)
 		rc = 0;
 	st->srun_ms += plugin_clock_ms() - start;
 	if (rc == 0 && st->step.verbose)
+		/* message: not a problem (verbose's timing) */
 		dt_log_info("took %.2f ms in srun", st->srun_ms);
 	return rc;
 }

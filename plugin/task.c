@@ -35,6 +35,28 @@ static void task_message(const char *fmt, ...)
 	dprintf(STDERR_FILENO, DT_NAME ": %s\n", line);
 }
 
+/* This node's name, for task_error: srun 26.05 does not say it. */
+static char task_node[256];
+
+/* One error on the task's stderr: "dist-train: error: on NODE: ...". */
+static void task_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void task_error(const char *fmt, ...)
+{
+	char line[4096];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	task_message("error: on %s: %s", task_node[0] ? task_node : "?",
+		     line);
+}
+
 static int apply(spank_t sp, const struct dt_env *env)
 {
 	for (size_t i = 0; i < env->count; i++) {
@@ -46,8 +68,9 @@ static int apply(spank_t sp, const struct dt_env *env)
 		else if (e->action == DT_ENV_UNSET)
 			rc = spank_unsetenv(sp, e->name);
 		if (rc != ESPANK_SUCCESS) {
-			task_message("error: cannot set %s: %s", e->name,
-				     spank_strerror(rc));
+			task_error("cannot set %s (%s): rerun the step, and "
+				   "report it to your administrator if it "
+				   "recurs", e->name, spank_strerror(rc));
 			return -1;
 		}
 	}
@@ -147,16 +170,21 @@ int task_init(spank_t sp)
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	char secret[DT_SECRET_HEX + 1], hostfile_host[256], why[96];
+	char secret[DT_SECRET_HEX + 1], hostfile_host[256], took[96];
 	char *line = NULL;
-	char **envp = NULL;
+	char **envp = NULL, **argv = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
+	int argc = 0;
 	uint32_t rank;
 	int local_rank, rc = -1;
 	bool barrier;
 
 	if (!st->node_active)
 		return 0;
+	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
+		envp = NULL;
+	plugin_node_name(envp, task_node, sizeof(task_node));
+	envp = NULL;
 	take_secret(sp, secret);
 	take_env(sp, DT_RANK0_HOST_ENV, hostfile_host, sizeof(hostfile_host));
 	/* slurmstepd already told srun, once for this node. */
@@ -166,7 +194,9 @@ int task_init(spank_t sp)
 	    spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS) {
 		snprintf(err, sizeof(err), "Slurm did not give the task's "
-			 "rank to the plugin");
+			 "rank to the plugin: ask your administrator to check "
+			 "that dist-train was built for this node's Slurm "
+			 "release");
 		goto fail;
 	}
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
@@ -176,7 +206,7 @@ int task_init(spank_t sp)
 		if (torchrun_task_env(st, envp, step_id, &env, notes,
 				      sizeof(notes), err, sizeof(err)) < 0) {
 			if (local_rank == 0)
-				task_message("error: %s", err);
+				task_error("%s", err);
 			goto out;
 		}
 		goto set;
@@ -194,17 +224,17 @@ int task_init(spank_t sp)
 
 		if (got == 0) {
 			/* tests/bench/launch.sh reads the figure. */
-			snprintf(why, sizeof(why), "no helper: %s in %.1f ms",
+			snprintf(took, sizeof(took), "no helper: %s in %.1f ms",
 				 local_rank ? "rank 0's answer through local "
 				 "rank 0" : rank ? "this node's ranks led to "
 				 "rank 0" : "every rank arrived at rank 0",
 				 plugin_clock_ms() - waited);
-			dt_note(notes, sizeof(notes), why);
+			dt_note(notes, sizeof(notes), took);
 			goto apply;
 		}
 		if (!use_helper) {
 			if (!quiet)
-				task_message("error: %s", err);
+				task_error("%s", err);
 			goto out;
 		}
 		/* Rank 0 must move: the helper does it all. */
@@ -217,13 +247,16 @@ int task_init(spank_t sp)
 				goto out;
 			goto fail;
 		}
+		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) ==
+		    ESPANK_SUCCESS && argc > 0 && argv)
+			st->program = argv[0];
 		helper_ms = plugin_clock_ms();
 		if (helper_bootstrap(&st->step, envp,
 				     secret[0] ? secret : NULL,
 				     st->layout.master_addr, false, &env, err,
 				     sizeof(err)) < 0) {
 			if (err[0])
-				task_message("error: %s", err);
+				task_error("%s", err);
 			goto out;
 		}
 		helper_ms = plugin_clock_ms() - helper_ms;
@@ -255,7 +288,7 @@ apply:
 			 &env, notes, sizeof(notes), err, sizeof(err)) < 0) {
 		/* Every task of the node would say the same: one does. */
 		if (local_rank == 0)
-			task_message("error: %s", err);
+			task_error("%s", err);
 		goto out;
 	}
 	if (rebind_in_container(st, envp, &env) < 0) {
@@ -298,7 +331,7 @@ set:
 	rc = 0;
 	goto out;
 fail:
-	task_message("error: %s", err);
+	task_error("%s", err);
 out:
 	explicit_bzero(secret, sizeof(secret));
 	free(line);

@@ -77,8 +77,8 @@ check "dist-train plan finds the $ngpu GPU(s) nvidia-smi lists" \
 show='echo "rank $RANK gpu ${DIST_TRAIN_GPU-none} cpus ${DIST_TRAIN_CPUS-none}"; grep -E "^(Cpus|Mems)_allowed_list" /proc/self/status'
 step "$ngpu" check,nccl sh -c "$show"
 outputs | diag
-check "check: NCCL all-reduce across $ngpu rank(s), from NCCL_COMM_ID" \
-	eval 'all_ok $ngpu && outputs | grep -q "NCCL all-reduce across them: ok"'
+check "check: NCCL all-reduce across $ngpu rank(s), from NCCL_COMM_ID, naming its libnccl" \
+	eval 'all_ok $ngpu && outputs | grep -q "NCCL all-reduce across them: ok (libnccl [0-9][0-9.]* from /"'
 
 # 3. Binding: each task runs on the cores the plan gives its local rank.
 bound() {

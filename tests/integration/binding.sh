@@ -137,14 +137,14 @@ check "visible-gpus=own: each task sees its own GPU only" \
 rm -f "$JOBS/ran"
 job srun -N1 --ntasks-per-node=5 --exclusive --dist-train touch ran
 check "more tasks than GPUs fails with one message naming the fix" \
-	test "$(grep -c '^dist-train: error: 5 tasks on this node but 4 GPUs for the step: run at most 4 tasks per node (--ntasks-per-node=4), or let tasks share GPUs with --dist-train=share-gpus$' "$ERR")" = 1 || show_output
+	test "$(grep -c '^dist-train: error: on n[0-9]*: 5 tasks on this node but 4 GPUs for the step: run at most 4 tasks per node (--ntasks-per-node=4), or let tasks share GPUs with --dist-train=share-gpus$' "$ERR")" = 1 || show_output
 check "... before any program started" test ! -e "$JOBS/ran"
 job srun -N1 --ntasks-per-node=5 --exclusive --dist-train=share-gpus ./aff.sh
 check "share-gpus: the fifth task shares GPU 0" \
 	test "$(count_lines '^AFF lr=4 .* gpu=0002:01:00.0 ordinal=0 ')" = 1 || show_output
 job env SLURM_STEP_GPUS=9 srun -N1 -n1 --exclusive --dist-train true
 check "a GPU list naming GPUs the node lacks is refused clearly" \
-	grep -q "^dist-train: error: SLURM_STEP_GPUS='9' names GPU 9, but this node has 4 NVIDIA GPUs$" "$ERR" || show_output
+	grep -q "^dist-train: error: on n[0-9]*: SLURM_STEP_GPUS='9' names GPU 9, but this node has 4 NVIDIA GPUs: unset it if you set it, or use --dist-train=bind=numa$" "$ERR" || show_output
 set_plugin_args
 
 finish

@@ -28,7 +28,7 @@ pmix_check "a node killed during the bootstrap ends the step (in ${took} s, time
 	test $rc != 0 -a $rc != 124 -a "$took" -lt 150 || show_output
 pmix_check "... and no program started" test "$(count_lines '^TASK ')" = 0 || show_output
 pmix_check "... and one message names the node" \
-	test "$(grep -c '^dist-train: error: 1 of 8 ranks did not arrive within 20 s: rank 6 (n3)\. ' "$ERR")" = 1 || show_output
+	test "$(grep -c '^dist-train: error: on n[0-9]*: 1 of 8 ranks did not arrive within 20 s (rank 6 (n3)): ' "$ERR")" = 1 || show_output
 "$DT_CLUSTER" start-node n3 >/dev/null 2>&1
 check "... the node comes back, and no node is drained" no_drained_node
 
@@ -43,10 +43,10 @@ start=$(date +%s)
 job srun -N2 -n2 sh -c 'SLURM_STEP_TASKS_PER_NODE="4(x" exec dist-train exec -- true'
 rc=$?
 check "garbage in a task's SLURM_STEP_TASKS_PER_NODE: one clear message per task" \
-	test $rc != 0 -a "$(grep -c "^dist-train: error: SLURM_STEP_TASKS_PER_NODE='4(x' is malformed$" "$ERR")" = 2 || show_output
+	test $rc != 0 -a "$(grep -c "^dist-train: error: on n[0-9]*: SLURM_STEP_TASKS_PER_NODE='4(x' is malformed: unset it if you set it, and run the command as a task of srun$" "$ERR")" = 2 || show_output
 job srun -N2 -n2 sh -c 'SLURM_STEP_NODELIST="n[1-" exec dist-train exec -- true'
 check "garbage in a task's SLURM_STEP_NODELIST: one clear message per task" \
-	test "$(grep -c "^dist-train: error: SLURM_STEP_NODELIST='n\[1-' is malformed: '\[' without a matching '\]' in 'n\[1-'$" "$ERR")" = 2 || show_output
+	test "$(grep -c "^dist-train: error: on n[0-9]*: SLURM_STEP_NODELIST='n\[1-' is malformed ('\[' without a matching '\]' in 'n\[1-': close the bracket): unset it if you set it yourself, else ask your administrator to check that srun and this node's slurmd run the same Slurm release$" "$ERR")" = 2 || show_output
 check "... both at once, within seconds ($(( $(date +%s) - start )) s)" \
 	test $(( $(date +%s) - start )) -lt 30
 

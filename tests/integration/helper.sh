@@ -32,7 +32,7 @@ check "... and the program does not see the secret" \
 	test "$(count_lines '^SECRET=none$')" = 2 || show_output
 job srun -N2 -n4 dist-train exec -- sh -c 'echo RAN'
 check "without PMIx and without a secret: refused, in one message naming the fixes" \
-	eval '[ "$(count_lines RAN)" = 0 ] && [ "$(grep -c "^dist-train: error: step [0-9.]* has no secret for its ranks to prove to rank 0 that they belong to it: run it under srun --dist-train or srun --mpi=pmix, or export DIST_TRAIN_STEP_SECRET=" "$ERR")" = 1 ]' || show_output
+	eval '[ "$(count_lines RAN)" = 0 ] && [ "$(grep -c "^dist-train: error: on n[0-9]*: step [0-9.]* has no secret for its ranks to prove to rank 0 that they belong to it: run it under srun --dist-train or srun --mpi=pmix, or export DIST_TRAIN_STEP_SECRET=" "$ERR")" = 1 ]' || show_output
 
 job srun -N2 -n3 --mpi=pmix sh -c 'eval "$(dist-train env)" && echo "ENV $RANK $WORLD_SIZE $MASTER_ADDR:$MASTER_PORT"'
 check "eval \"\$(dist-train env)\" sets the variables in a shell" \
@@ -40,7 +40,7 @@ check "eval \"\$(dist-train env)\" sets the variables in a shell" \
 
 job dist-train exec -- true
 check "dist-train exec outside a job says so" \
-	grep -qx 'dist-train: error: this is not a task of a Slurm step nor of a PMIx job: run it with srun' "$ERR" || show_output
+	grep -qx 'dist-train: error: on [^:]*: this is not a task of a Slurm step nor of a PMIx job: run it with srun' "$ERR" || show_output
 
 # Without PMIx, rank 0 cannot move: a taken port is reported clearly.
 job_file held-check.sh <<'EOF2'
@@ -62,13 +62,13 @@ rm -f "$JOBS/held-check.out" "$JOBS/held.ready"
 job sbatch --wait held-check.sh
 cp "$JOBS/held-check.out" "$OUT" 2>/dev/null
 check "check without PMIx on a taken port: one clear message, naming the fix" \
-	grep -q '^dist-train: error: port [0-9]* on n1 is in use by another program; run with --mpi=pmix so that rank 0 picks a free port$' "$OUT" || show_output
+	grep -q '^dist-train: error: on n1: port [0-9]* on n1 is in use by another program: run with --mpi=pmix so that rank 0 picks a free port, or rerun the step$' "$OUT" || show_output
 
 set_plugin_args helper=/nonexistent/dist-train
 job srun -N2 -n2 --mpi=pmix --dist-train=check true
 rc=$?
 check "a missing helper fails the step with a message for the administrator" \
-	eval '[ $rc != 0 ] && grep -q "^dist-train: error: cannot run the helper /nonexistent/dist-train: No such file or directory; the cluster'"'"'s administrator must install dist-train there, or name it with helper= in plugstack.conf$" "$ERR"' || show_output
+	eval '[ $rc != 0 ] && grep -q "^dist-train: error: on n[0-9]*: cannot run the helper /nonexistent/dist-train (No such file or directory): ask your administrator to install dist-train there, or to name it with helper= in plugstack.conf$" "$ERR"' || show_output
 job srun -N2 -n2 --mpi=none --dist-train ./show.sh
 check "... while steps that need no helper still work" \
 	test "$(count_lines '^TASK .* SOURCE=slurm$')" = 2 || show_output
@@ -81,7 +81,7 @@ chmod 0644 "$JOBS/not-executable"
 set_plugin_args helper="$JOBS/not-executable"
 job srun -N1 -n1 --mpi=pmix --dist-train true
 check "a helper that cannot be executed: the same, with the reason" \
-	grep -q "^dist-train: error: cannot run the helper $JOBS/not-executable: Permission denied;" "$ERR" || show_output
+	grep -q "^dist-train: error: on n[0-9]*: cannot run the helper $JOBS/not-executable (Permission denied):" "$ERR" || show_output
 
 # A helper that floods its result and then hangs is stopped at once.
 job_file flooding-helper <<'EOF2'
@@ -94,7 +94,7 @@ start=$(date +%s)
 job srun -N1 -n1 --mpi=pmix --dist-train true
 rc=$? took=$(( $(date +%s) - start ))
 check "a helper that floods its result is stopped at once (${took} s)" \
-	eval '[ $rc != 0 ] && [ $took -lt 60 ] && grep -q "^dist-train: error: the helper $JOBS/flooding-helper sent no readable result" "$ERR"' || show_output
+	eval '[ $rc != 0 ] && [ $took -lt 60 ] && grep -q "^dist-train: error: on n[0-9]*: the helper $JOBS/flooding-helper sent no readable result" "$ERR"' || show_output
 
 set_plugin_args helper=dist-train
 job srun -N1 --dist-train true

@@ -41,7 +41,7 @@ job srun -N2 -n2 --dist-train touch ran
 check "... and --dist-train then fails before launch, telling who can fix it" \
 	eval '[ ! -e "$JOBS/ran" ] && grep -q "dist-train: --dist-train is unavailable: plugstack.conf is wrong (unknown plugstack.conf argument '"'bogus=1'"'; valid: verbose\[=yes|no\], [^;]*); ask the cluster'"'"'s administrator to fix it" "$ERR"' || show_output
 check "... and the node logs say the plugin is disabled" \
-	grep -q 'dist-train: disabled: unknown plugstack.conf argument' "$DT_CLUSTER_DIR"/log/slurmd-n1.log
+	grep -q 'dist-train: disabled on n1: unknown plugstack.conf argument' "$DT_CLUSTER_DIR"/log/slurmd-n1.log
 
 set_plugin_args port-range=2000
 job srun -N1 --dist-train true
@@ -82,7 +82,7 @@ job srun -N2 -n2 --dist-train=check sh -c 'touch ran.$SLURM_PROCID'
 rc=$?
 check "optional, a helper that cannot run: no task runs the program, srun exits non-zero" \
 	eval '[ $rc != 0 ] && ran_nowhere &&
-	      [ "$(grep -c "^dist-train: error: cannot run the helper /nonexistent/dist-train: No such file or directory;" "$ERR")" = 2 ]' || show_output
+	      [ "$(grep -c "^dist-train: error: on n[0-9]*: cannot run the helper /nonexistent/dist-train (No such file or directory):" "$ERR")" = 2 ]' || show_output
 job srun -N2 -n2 ./show.sh plain
 check "... while plain steps run" \
 	test "$(count_lines '^plain RANK=unset')" = 2 || show_output

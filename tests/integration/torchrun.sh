@@ -98,7 +98,7 @@ check "elastic 3:4 with 2 nodes left: the step fails, in bounded time (${took} s
 # srun shows slurmstepd's errors as "slurmstepd-NODE: error: ..." up to
 # Slurm 24.11, and as "[TIMESTAMP] error: ..." from 26.05 on.
 check "... with a line saying what ends elastic training" \
-	grep -qE '^(slurmstepd-n[12]: |\[[0-9T:.-]+\] )error: dist-train: the torchrun agent failed \(exit 1\): elastic training stops when fewer than 3 nodes \(elastic=3:4\) are left to rendezvous' "$ERR" || show_output
+	grep -qE '^(slurmstepd-n[12]: |\[[0-9T:.-]+\] )error: dist-train: on n[12]: the torchrun agent failed \(exit 1\): elastic training stops when fewer than 3 nodes \(elastic=3:4\) are left to rendezvous' "$ERR" || show_output
 
 job srun -N4 --ntasks-per-node=1 --dist-train=elastic=4:2 torchrun tr.py
 check "elastic=4:2 is refused before launch" \

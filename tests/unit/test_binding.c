@@ -203,12 +203,15 @@ static void test_step_gpu_subset(void)
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, "7", NULL, NULL, &ids, err,
 				     sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_GPUS='7' names GPU 7, but "
-			       "this node has 3 NVIDIA GPUs");
+			       "this node has 3 NVIDIA GPUs: unset it if you "
+			       "set it, or use --dist-train=bind=numa");
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "GPU-8d2c5f3a", &ids,
 				     err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "CUDA_VISIBLE_DEVICES='GPU-8d2c5f3a' is "
 			       "not a list of GPU numbers (UUIDs and MIG "
-			       "devices cannot be placed)");
+			       "devices cannot be placed): use "
+			       "--dist-train=bind=numa, which binds each task "
+			       "to a NUMA node and leaves the GPUs to you");
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, "1,1", NULL, NULL, &ids, err,
 				     sizeof(err)), -1);
 	dt_machine_free(&m);

@@ -11,6 +11,9 @@
 #include "unit.h"
 #include "../../common/hostlist.h"
 
+/* What follows each bad range's reason. */
+#define RANGE_FIX "): write each range as N or LOW-HIGH, such as n[1-4,7]"
+
 static char joined[1 << 16];
 
 static int join(const char *name, size_t len, void *arg)
@@ -99,54 +102,63 @@ static void test_several_groups(void)
 static void test_rejects_what_slurm_rejects(void)
 {
 	CU_ASSERT_STRING_EQUAL(expand("n[3-1]"),
-			       "ERR: bad range '3-1' in '[3-1]': the range "
-			       "runs backwards");
+			       "ERR: bad range '3-1' in '[3-1]' (the range "
+			       "runs backwards" RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("n[]"),
-			       "ERR: bad range '' in '[]': expected a number");
+			       "ERR: bad range '' in '[]' (expected a number"
+			       RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("n[1,,2]"),
-			       "ERR: bad range '' in '[1,,2]': expected a "
-			       "number");
+			       "ERR: bad range '' in '[1,,2]' (expected a "
+			       "number" RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("n[-1]"),
-			       "ERR: bad range '-1' in '[-1]': expected a "
-			       "number");
+			       "ERR: bad range '-1' in '[-1]' (expected a "
+			       "number" RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("n[a-b]"),
-			       "ERR: bad range 'a-b' in '[a-b]': expected a "
-			       "number");
+			       "ERR: bad range 'a-b' in '[a-b]' (expected a "
+			       "number" RANGE_FIX);
 	/* A suffix: Slurm 24.11 and later (22.05 refuses it). */
 	CU_ASSERT_STRING_EQUAL(expand("n[1-3].ib"), "n1.ib n2.ib n3.ib");
 	CU_ASSERT_STRING_EQUAL(expand("r[1-2]n[08-09]-ib0,x"),
 			       "r1n08-ib0 r1n09-ib0 r2n08-ib0 r2n09-ib0 x");
 	CU_ASSERT_STRING_EQUAL(expand("n[1-2]]"),
-			       "ERR: ']' without a matching '[' in 'n[1-2]]'");
+			       "ERR: ']' without a matching '[' in 'n[1-2]]': "
+			       "remove it, or open the bracket");
 	/* 65536 hosts in one range is Slurm's limit; 65537 is refused. */
 	CU_ASSERT_STRING_EQUAL(expand("n[0-65536]"),
-			       "ERR: bad range '0-65536' in '[0-65536]': one "
+			       "ERR: bad range '0-65536' in '[0-65536]' (one "
 			       "range may hold at most 65536 hosts, as in "
-			       "Slurm");
+			       "Slurm" RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("a[0-32768,40000-72767]b[1]"),
 			       "ERR: a bracket group followed by another may "
-			       "hold at most 65536 hosts, as in Slurm");
+			       "hold at most 65536 hosts, as in Slurm: write "
+			       "the names as several lists");
 }
 
 /* Garbage that scontrol turns into odd names is an error here. */
 static void test_stricter_than_slurm(void)
 {
 	CU_ASSERT_STRING_EQUAL(expand("n[1-"),
-			       "ERR: '[' without a matching ']' in 'n[1-'");
+			       "ERR: '[' without a matching ']' in 'n[1-': "
+			       "close the bracket");
 	CU_ASSERT_STRING_EQUAL(expand("n]1["),
-			       "ERR: ']' without a matching '[' in 'n]1['");
+			       "ERR: ']' without a matching '[' in 'n]1[': "
+			       "remove it, or open the bracket");
 	CU_ASSERT_STRING_EQUAL(expand("a[[1]]"),
-			       "ERR: '[' without a matching ']' in 'a[[1]]'");
+			       "ERR: '[' without a matching ']' in 'a[[1]]': "
+			       "close the bracket");
 	CU_ASSERT_STRING_EQUAL(expand("n[ 1-2]"),
-			       "ERR: blank inside brackets in 'n[ 1-2]'");
+			       "ERR: blank inside brackets in 'n[ 1-2]': "
+			       "remove it");
 	CU_ASSERT_STRING_EQUAL(expand("n[+1]"),
-			       "ERR: bad range '+1' in '[+1]': expected a "
-			       "number");
+			       "ERR: bad range '+1' in '[+1]' (expected a "
+			       "number" RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("n[99999999999999999999]"),
 			       "ERR: bad range '99999999999999999999' in "
-			       "'[99999999999999999999]': expected a number");
+			       "'[99999999999999999999]' (expected a number"
+			       RANGE_FIX);
 	CU_ASSERT_STRING_EQUAL(expand("a\nb"),
-			       "ERR: control character in host name 'a\nb'");
+			       "ERR: control character in host name 'a\nb': "
+			       "remove it");
 }
 
 static void test_count_and_nth(void)
@@ -197,7 +209,7 @@ static void test_too_many_hosts(void)
 {
 	CU_ASSERT_STRING_EQUAL(expand("a[0-65535]b[0-32767]"),
 			       "ERR: 'a[0-65535]b[0-32767]' expands to more "
-			       "than 2147483647 hosts");
+			       "than 2147483647 hosts: give a shorter list");
 }
 
 /* SLURM_HOSTFILE's first host: where -m arbitrary puts task 0. */

@@ -9,6 +9,15 @@
 #include "../../common/envp.h"
 #include "../../common/layout.h"
 
+/* The fixes the layout's messages end with. */
+#define SLURM_ODD \
+	"ask your administrator to check that srun and this node's slurmd " \
+	"run the same Slurm release"
+#define SLURM_BAD "unset it if you set it yourself, else " SLURM_ODD
+#define PMIX_ODD \
+	"use --dist-train=pmix=no to take the ranks from Slurm alone, and " \
+	"ask your administrator to check Slurm's mpi/pmix plugin"
+
 static struct dt_slurm_step step(const char *nodelist, const char *tpn,
 				 uint32_t nodes, uint32_t node_id,
 				 uint32_t tasks, uint32_t local)
@@ -92,14 +101,14 @@ static void test_inconsistent_values(void)
 
 	s = step(NULL, "1", 1, 0, 1, 1);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST is not "
-			       "set in the step's environment");
+			       "set in the step's environment: " SLURM_ODD);
 	s = step("n[1-", "1", 1, 0, 1, 1);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-' "
-			       "is malformed: '[' without a matching ']' in "
-			       "'n[1-'");
+			       "is malformed ('[' without a matching ']' in "
+			       "'n[1-': close the bracket): " SLURM_BAD);
 	s = step("n[1-3]", "2(x4)", 4, 0, 8, 2);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
-			       "names 3 nodes but the step has 4");
+			       "names 3 nodes but the step has 4: " SLURM_BAD);
 	s = step("n[1-3]", "2,1(x2)", 1, 0, 2, 2);	/* a het step's part */
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
 			       "names 3 nodes but this part of the step has 1: "
@@ -108,14 +117,14 @@ static void test_inconsistent_values(void)
 			       "its parts as separate sruns");
 	s = step("n[1-4]", NULL, 4, 0, 8, 2);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_TASKS_PER_NODE is "
-			       "not set in the step's environment");
+			       "not set in the step's environment: " SLURM_ODD);
 	s = step("n[1-4]", "2(x4", 4, 0, 8, 2);
 	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s),
 				      "SLURM_STEP_TASKS_PER_NODE is malformed"));
 	s = step("n[1-4]", "2(x4)", 4, 0, 9, 2);
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_TASKS_PER_NODE="
 			       "'2(x4)' does not match the step (9 tasks on 4 "
-			       "nodes, 2 on node 0)");
+			       "nodes, 2 on node 0): " SLURM_BAD);
 	s = step("n[1-4]", "2(x4)", 4, 3, 8, 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s), "does not match"));
 }
@@ -246,7 +255,9 @@ static void test_step_from_env(void)
 					       sizeof(err)), 1);
 	CU_ASSERT_EQUAL(dt_slurm_step_from_env(env_of, bad, &s, &ids, err,
 					       sizeof(err)), -1);
-	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NUM_NODES='x' is not a number");
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NUM_NODES='x' is not a number: "
+			       "unset it if you set it, and run the command as "
+			       "a task of srun");
 }
 
 /* The host named for a missing rank: Slurm's block layout only. */
@@ -297,13 +308,14 @@ static void test_pmix_cross_check(void)
 	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, &slurm, &ids, &l, err,
 					    sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "PMIx and Slurm disagree on the local rank "
-			       "(SLURM_LOCALID): PMIx says 1, Slurm 0");
+			       "(SLURM_LOCALID): PMIx says 1, Slurm 0; "
+			       PMIX_ODD);
 	v.local_rank = 0;
 	v.rank0_host = "n9";
 	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, &slurm, &ids, &l, err,
 					    sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "PMIx and Slurm disagree on the host of "
-			       "rank 0: PMIx says n9, Slurm n1");
+			       "rank 0: PMIx says n9, Slurm n1; " PMIX_ODD);
 	/* Outside Slurm, PMIx alone. */
 	CU_ASSERT_EQUAL(dt_layout_from_pmix(&v, NULL, NULL, &l, err,
 					    sizeof(err)), 0);
@@ -331,14 +343,14 @@ static void test_huge_texts_refused(void)
 	s = step(huge, "2(x4)", 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NODELIST is longer than 4416 "
-			       "bytes, more than a step of 4 nodes can have: "
-			       "refused unread");
+			       "bytes, more than a step of 4 nodes can have, "
+			       "so it is refused unread: " SLURM_BAD);
 	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	s = step(huge, "1", 1, 0, 1, 1);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NODELIST is longer than 4176 "
-			       "bytes, more than a step of 1 node can have: "
-			       "refused unread");
+			       "bytes, more than a step of 1 node can have, so "
+			       "it is refused unread: " SLURM_BAD);
 	s = step("n[1-4]", huge, 4, 0, 8, 2);
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "SLURM_STEP_TASKS_PER_NODE is "
@@ -348,8 +360,9 @@ static void test_huge_texts_refused(void)
 	s.distribution = huge;
 	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_DISTRIBUTION is longer than 256 "
-			       "bytes, more than any layout Slurm names: "
-			       "refused unread");
+			       "bytes, more than any layout Slurm names, so it "
+			       "is refused unread: give srun a --distribution "
+			       "it knows");
 	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	free(huge);
 }

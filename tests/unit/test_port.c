@@ -52,7 +52,9 @@ static void test_huge_reserved_ports(void)
 				      sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_RESV_PORTS is longer than "
 			       "393216 bytes, more than every port written "
-			       "out: refused unread");
+			       "out, so it is refused unread: ask your "
+			       "administrator to check MpiParams=ports= in "
+			       "slurm.conf");
 	CU_ASSERT(peak_memory_kb() - before < 10 * 1024);
 	/* The longest true one, every port one by one, still parses. */
 	for (size_t n = 0, port = 1; port <= 65535; port++)
@@ -117,7 +119,8 @@ static void test_small_range(void)
 	CU_ASSERT_EQUAL(dt_step_ports(NULL, 1, 0, 20000, 20002, &p, err,
 				      sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "port range 20000-20002 holds fewer than "
-			       "4 ports");
+			       "4 ports: ask your administrator to widen "
+			       "port-range= in plugstack.conf");
 	CU_ASSERT_FATAL(dt_step_ports(NULL, 99, 7, 20000, 20003, &p, NULL, 0)
 			== 0);
 	CU_ASSERT_EQUAL(p.port[0], 20000);

@@ -10,6 +10,11 @@
 #include "unit.h"
 #include "../../common/rendezvous.h"
 
+/* The fix the refusals end with. */
+#define ONE_RELEASE \
+	"ask your administrator to install one dist-train release on every " \
+	"node"
+
 static const uint8_t secret[DT_SECRET_LEN] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 static const uint8_t other_secret[DT_SECRET_LEN] = { 9 };
 static const uint8_t seed[DT_RDV_NONCE_LEN] = { 0xaa, 0xbb };
@@ -201,17 +206,18 @@ static void test_real_ranks_refused(void)
 	id = connect_rank(s, 0, secret, 2, 4, "n5", c, h, sizeof(h));
 	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
 	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
-			       "rank 2 arrived twice (again from n5)");
+			       "rank 2 arrived twice (again from n5): "
+			       ONE_RELEASE);
 	id = connect_rank(s, 0, secret, 7, 8, "n6", c, h, sizeof(h));
 	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
 	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
 			       "rank 7 on n6 says the step has 8 tasks, rank 0 "
-			       "on n1 says 4");
+			       "on n1 says 4: " ONE_RELEASE);
 	id = connect_rank(s, 0, secret, 0, 4, "n6", c, h, sizeof(h));
 	CU_ASSERT_EQUAL(say(s, id, h, out, &out_len), DT_RDV_REFUSE);
 	CU_ASSERT_STRING_EQUAL(refusal(out, out_len, c),
 			       "n6 says it runs rank 0, which is not one rank 0 "
-			       "on n1 waits for (1-3)");
+			       "on n1 waits for (1-3): " ONE_RELEASE);
 	CU_ASSERT_EQUAL(dt_rdv_joined(s), 2);
 	dt_rdv_server_free(s);
 }
@@ -338,7 +344,8 @@ static void test_node_hellos(void)
 	CU_ASSERT_EQUAL(say(s, id, line, out, &out_len), DT_RDV_REFUSE);
 	out[out_len - 1] = '\0';
 	CU_ASSERT_EQUAL(dt_rdv_read_answer(secret, c, out, &r), 0);
-	CU_ASSERT_STRING_EQUAL(r.message, "rank 6 arrived twice (again from n3)");
+	CU_ASSERT_STRING_EQUAL(r.message, "rank 6 arrived twice (again from "
+			       "n3): " ONE_RELEASE);
 	CU_ASSERT_EQUAL(dt_rdv_joined(s), 8);
 	/* A list out of order is not made, nor read. */
 	h.ranks = unsorted;
@@ -350,7 +357,8 @@ static void test_node_hellos(void)
 					   sizeof(out)), 0);
 	CU_ASSERT_EQUAL(dt_rdv_join_member(s, 8, true, "n1", out,
 					   sizeof(out)), -1);
-	CU_ASSERT_STRING_EQUAL(out, "rank 8 arrived twice (again from n1)");
+	CU_ASSERT_STRING_EQUAL(out, "rank 8 arrived twice (again from n1): "
+			       ONE_RELEASE);
 	CU_ASSERT_EQUAL(dt_rdv_join_member(s, 12, true, "n1", out,
 					   sizeof(out)), -1);
 	CU_ASSERT_EQUAL(dt_rdv_server_missing(s, NULL, NULL, who,

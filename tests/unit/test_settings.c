@@ -117,11 +117,14 @@ static void test_user_errors(void)
 	CU_ASSERT_STRING_EQUAL(option_error("bogus"),
 			       "unknown setting 'bogus'; valid: " USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("verbose,,off"),
-			       "empty setting in 'verbose,,off'");
+			       "empty setting in 'verbose,,off': remove the "
+			       "extra comma");
 	CU_ASSERT_STRING_EQUAL(option_error("verbose,"),
-			       "empty setting in 'verbose,'");
+			       "empty setting in 'verbose,': remove the extra "
+			       "comma");
 	CU_ASSERT_STRING_EQUAL(option_error("off=1"),
-			       "setting 'off' takes no value");
+			       "setting 'off' takes no value: remove '=' and "
+			       "what follows");
 	CU_ASSERT_STRING_EQUAL(option_error("verbose=maybe"),
 			       "bad value 'maybe' for 'verbose': expected "
 			       "yes or no");
@@ -136,7 +139,7 @@ static void test_user_errors(void)
 			       "unknown setting 'Verbose'; valid: "
 			       USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("timeout"),
-			       "setting 'timeout' needs a value: "
+			       "setting 'timeout' needs a value: write it as "
 			       "timeout=SECONDS");
 	CU_ASSERT_STRING_EQUAL(option_error("timeout=0"),
 			       "bad value '0' for 'timeout': expected "
@@ -309,7 +312,7 @@ static void test_torchrun_settings(void)
 	CU_ASSERT_EQUAL(c.nproc, 8);
 	CU_ASSERT_STRING_EQUAL(option_error("elastic=4:2"),
 			       "elastic=4:2: the minimum 4 is above the "
-			       "maximum 2");
+			       "maximum 2; expected MIN:MAX with MIN <= MAX");
 	CU_ASSERT_STRING_EQUAL(option_error("elastic=4"),
 			       "bad value '4' for 'elastic': expected MIN:MAX "
 			       "nodes, such as 2:4");
