@@ -138,6 +138,19 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	int n;
 
 	*out = NULL;
+	/*
+	 * No NVIDIA GPU on the node: whatever Slurm's GRES counts there (AMD
+	 * GPUs, or a GRES without devices) is not ours to place, and the
+	 * node is bound as one without GPUs, by NUMA node.
+	 */
+	if (m->ngpus == 0) {
+		*out = malloc(sizeof(**out));
+		if (!*out) {
+			dt_errf(err, errlen, "out of memory");
+			return -1;
+		}
+		return 0;
+	}
 	if (step_gpus && *step_gpus) {
 		name = "SLURM_STEP_GPUS";
 		text = step_gpus;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# From a fresh Debian 12 machine (as root) to a PyTorch DDP training on a
+# From a fresh Debian 12 or 13 machine (as root) to a PyTorch DDP training on a
 # local 4-node Slurm cluster, launched with nothing but srun --dist-train.
 #
 #   contrib/quickstart.sh          build, start the cluster, train, stop
@@ -42,9 +42,9 @@ fi
 eval "$("$cluster" env)"
 install -m 0644 contrib/examples/train_ddp.py "${DT_CLUSTER_DIR:-/var/tmp/dist-train-cluster}/jobs/"
 
-step "srun -N4 --ntasks-per-node=2 --dist-train=verbose python3 train_ddp.py"
+step "srun -N4 --ntasks-per-node=2 --gpus-per-node=2 --dist-train=verbose python3 train_ddp.py"
 echo "(each rank's 'dist-train: rank N on nodeX: ...' line shows what the plugin set for it)"
-"$cluster" run srun -N4 --ntasks-per-node=2 --dist-train=verbose \
+"$cluster" run srun -N4 --ntasks-per-node=2 --gpus-per-node=2 --dist-train=verbose \
 	/usr/bin/python3 train_ddp.py --epochs 3
 
 if [ $keep = 1 ]; then

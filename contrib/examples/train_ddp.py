@@ -46,6 +46,17 @@ def main():
     say(f"rank {rank}/{world} local_rank {local_rank} on "
         f"{socket.gethostname()}: master "
         f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}")
+    # Say which device this runs on: a job that asked for no GPUs (no
+    # --gpus-per-node or --gres=gpu:N) trains on CPU, and says so.
+    if rank == 0:
+        if use_cuda:
+            say(f"training on GPUs ({torch.cuda.get_device_name(device)}), "
+                f"backend nccl")
+        else:
+            say("training on CPUs, backend gloo: no GPU is visible "
+                f"(CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+                "ask for GPUs with --gpus-per-node=N")
 
     # The same synthetic data on every rank: y = 3x - 2, plus noise.
     gen = torch.Generator().manual_seed(0)

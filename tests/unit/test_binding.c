@@ -217,6 +217,25 @@ static void test_step_gpu_subset(void)
 	dt_machine_free(&m);
 }
 
+/*
+ * GPUs Slurm counts on a node with no NVIDIA GPU (AMD GPUs, or a GRES
+ * without devices, as on the test cluster) are not placed: the node is
+ * bound as one without GPUs.
+ */
+static void test_step_gpus_without_nvidia_gpus(void)
+{
+	struct dt_machine m = { 0 };
+	unsigned *ids = NULL;
+	char err[256];
+
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0,1", NULL, "0,1", &ids, err,
+				     sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "GPU-8d2c5f3a", &ids,
+				     err, sizeof(err)), 0);
+	free(ids);
+}
+
 static void test_power8_with_cuda_and_nvml_devices(void)
 {
 	struct dt_machine m = load(POWER8_4_GPUS, NULL);
@@ -431,6 +450,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_more_tasks_than_gpus),
 	UNIT_TEST(test_restricted_cores),
 	UNIT_TEST(test_step_gpu_subset),
+	UNIT_TEST(test_step_gpus_without_nvidia_gpus),
 	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
 	UNIT_TEST(test_node_without_gpus),
 	UNIT_TEST(test_vpi_card),
