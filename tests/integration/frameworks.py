@@ -12,7 +12,7 @@ stops with an error, or NotApplicable where it would not be in play.
 Usage: frameworks.py LAYOUT DIR
   DIR: one file per task of the step, its os.environ as JSON.
 Prints "MEASURED LAYOUT FRAMEWORK VERDICT [detail]" for each framework and
-exits 1 if any verdict differs from EXPECTED (the table in README.md and
+exits 1 if any verdict differs from EXPECTED (the table in doc/user-guide.md and
 dist_train(8)), 2 on unusable input.
 """
 
@@ -213,7 +213,7 @@ FRAMEWORKS = [
 ]
 
 A, R, D, N = "agrees", "refuses", "disagrees", "n/a"
-# What README.md's table says, per layout of tests/integration/frameworks.sh.
+# What the table in doc/user-guide.md says, per layout of tests/integration/frameworks.sh.
 EXPECTED = {
     "block": dict(lightning=A, tensorflow_slurm_resolver=A),
     "uneven": dict(lightning=R, tensorflow_slurm_resolver=A),

@@ -2,7 +2,7 @@
 # What each framework would derive under srun --dist-train: the real
 # environments of real tasks, in several layouts, run through each
 # framework's own Slurm detection (written down in frameworks.py), against
-# the table in README.md. A framework that derives another rank or
+# the table in doc/user-guide.md. A framework that derives another rank or
 # coordinator than the plugin hangs the job; this test says where.
 . "$(dirname "$0")/lib.sh"
 
