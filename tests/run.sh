@@ -7,6 +7,10 @@
 #                                 trixie, sid) made by tests/stack-root.sh,
 #                                 in its own namespaces, with its own cluster
 #   tests/run.sh --stack=all      every supported stack, then a summary
+#   tests/run.sh --quick          the quick tier, before each commit: build,
+#                                 unit tests and a smoke of the integration
+#                                 suite (make check-quick) on this machine's
+#                                 stack, in a few minutes
 #
 # On one stack it does:
 #   1. install what is needed (contrib/install-deps.sh);
@@ -41,14 +45,19 @@ host_suite() {
 	esac
 }
 
-stack=
+stack= quick=0
 for arg in "$@"; do
 	case $arg in
 	--stack=*) stack=${arg#--stack=} ;;
-	*) echo "tests/run.sh: unknown argument '$arg'; usage: tests/run.sh [--stack=bookworm|trixie|sid|all]" >&2
+	--quick) quick=1 ;;
+	*) echo "tests/run.sh: unknown argument '$arg'; usage: tests/run.sh [--quick | --stack=bookworm|trixie|sid|all]" >&2
 	   exit 2 ;;
 	esac
 done
+if [ $quick = 1 ] && [ -n "$stack" ]; then
+	echo "tests/run.sh: --quick runs on this machine's stack only: leave out --stack" >&2
+	exit 2
+fi
 case $stack in
 "" | "$(host_suite)") ;;
 all) exec tests/stacks.sh ;;
@@ -104,11 +113,31 @@ result() {
 	fi
 }
 
-step "build and make check"
 mkdir -p build
-(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
 # Here a skipped test is a failed one: everything it needs is installed.
 export DT_REQUIRE_INTEGRATION=1
+if [ $quick = 1 ]; then
+	step "build and make check-quick"
+	t0=$(date +%s)
+	(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
+	rm -f build/tests/test-suite.log
+	(cd build && make check-quick VERBOSE=1) || rc=1
+	tally build/tests/test-suite.log
+	allow_skips $(ls build/tests/*.log | grep -v 'suite\.log$') build/tests/integration/*.log
+	step_done
+	if [ "$skip" -gt "$allowed" ]; then
+		echo "tests/run.sh: FAIL: $((skip - allowed)) tests skipped for a reason other than a Slurm without mpi/pmix" >&2
+		rc=1
+	fi
+	echo
+	echo "tests/run.sh --quick: $(( $(date +%s) - t0 )) s (the whole suite: tests/run.sh --stack=all)"
+	echo "$pass passed, $fail failed, $skip skipped"
+	[ $fail = 0 ] || rc=1
+	exit $rc
+fi
+
+step "build and make check"
+(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
 (cd build && make check VERBOSE=1) || rc=1
 tally build/tests/test-suite.log
 allow_skips $(ls build/tests/*.log | grep -v 'suite\.log$') build/tests/integration/*.log
@@ -128,7 +157,8 @@ deb_test() {
 	contrib/debian/build.sh "$top/build-deb" || return 1
 	apt-get install -y -q "$top"/build-deb/dist-train_*.deb || return 1
 	# The package's own files, not the build tree's, on the cluster.
-	local tests="integration/environment.sh integration/pytorch.sh integration/torchrun.sh"
+	# upgrade.sh last: it removes the package as a Slurm upgrade would.
+	local tests="integration/environment.sh integration/pytorch.sh integration/torchrun.sh integration/upgrade.sh"
 	DT_TEST_INSTALLED=1 make -C build/tests check VERBOSE=1 TESTS="$tests" \
 		TEST_SUITE_LOG=installed-suite.log
 }
@@ -138,7 +168,8 @@ deb_test || deb_rc=$?
 if [ -r build/tests/installed-suite.log ]; then
 	tally build/tests/installed-suite.log
 	allow_skips build/tests/integration/environment.log \
-		build/tests/integration/pytorch.log build/tests/integration/torchrun.log
+		build/tests/integration/pytorch.log build/tests/integration/torchrun.log \
+		build/tests/integration/upgrade.log
 fi
 [ -r build/tests/installed-suite.log ] || result "Debian package build and install" false
 [ $deb_rc = 0 ] || rc=1
