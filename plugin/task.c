@@ -17,22 +17,26 @@
 #include "../common/python_hook.h"
 #include "../common/train_env.h"
 
-/* One line on the task's stderr, which srun shows. */
+/* One line on the task's stderr, which srun shows: PREFIX, then FMT. */
+static void task_vline(const char *prefix, const char *fmt, va_list ap)
+{
+	char line[4096];
+
+	if (vsnprintf(line, sizeof(line), fmt, ap) < 0)
+		return;
+	dprintf(STDERR_FILENO, DT_NAME ": %s%s\n", prefix, line);
+}
+
 static void task_message(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
 static void task_message(const char *fmt, ...)
 {
-	char line[4096];
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	task_vline("", fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
-	dprintf(STDERR_FILENO, DT_NAME ": %s\n", line);
 }
 
 /* This node's name, for task_error: srun 26.05 does not say it. */
@@ -44,17 +48,14 @@ static void task_error(const char *fmt, ...)
 
 static void task_error(const char *fmt, ...)
 {
-	char line[4096];
+	char prefix[sizeof(task_node) + 16];
 	va_list ap;
-	int n;
 
+	snprintf(prefix, sizeof(prefix), "error: on %s: ",
+		 task_node[0] ? task_node : "?");
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	task_vline(prefix, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
-	task_message("error: on %s: %s", task_node[0] ? task_node : "?",
-		     line);
 }
 
 static int apply(spank_t sp, const struct dt_env *env)
