@@ -11,7 +11,8 @@
 #
 # Settings (environment):
 #   DT_STACK_CACHE   where roots live [/var/cache/dist-train/stacks]
-#   DT_STACK_MIRROR  the Debian archive [http://deb.debian.org/debian]
+#   DT_STACK_MIRROR  the Debian archive [the one this machine's apt
+#                    sources name]
 #
 # A root is refreshed (apt-get upgrade) at most once a day, so that a
 # second run on the same machine starts in seconds; a new machine makes
@@ -19,11 +20,28 @@
 set -euo pipefail
 
 CACHE=${DT_STACK_CACHE:-/var/cache/dist-train/stacks}
-MIRROR=${DT_STACK_MIRROR:-http://deb.debian.org/debian}
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "stack-root: $*" >&2; exit 1; }
 say() { echo "stack-root: $*" >&2; }
+
+# The Debian archive this machine's apt sources name (its main suite, not
+# security or updates), so that the repository names no package host.
+apt_archive() {
+	apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+		awk '$2 !~ /-(security|updates|backports|proposed-updates)$/ &&
+		     $1 !~ /security/ { sub("/$", "", $1); print $1; exit }'
+}
+MIRROR=${DT_STACK_MIRROR:-}
+if [ -z "$MIRROR" ]; then
+	MIRROR=$(apt_archive)
+	if [ -z "$MIRROR" ]; then
+		apt-get update -q >/dev/null 2>&1 || true
+		MIRROR=$(apt_archive)
+	fi
+fi
+[ -n "$MIRROR" ] ||
+	die "this machine's apt sources name no Debian archive: add one, or set DT_STACK_MIRROR"
 
 suite_ok() {
 	case $1 in
