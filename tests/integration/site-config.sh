@@ -39,7 +39,7 @@ check "... nor print anything to their users" test ! -s "$ERR" || show_output
 rm -f "$JOBS/ran"
 job srun -N2 -n2 --dist-train touch ran
 check "... and --dist-train then fails before launch, telling who can fix it" \
-	eval '[ ! -e "$JOBS/ran" ] && grep -q "dist-train: --dist-train is unavailable: plugstack.conf is wrong (unknown plugstack.conf argument '"'bogus=1'"'; valid: verbose\[=yes|no\], [^;]*); ask the cluster'"'"'s administrator to fix it" "$ERR"' || show_output
+	eval '[ ! -e "$JOBS/ran" ] && grep -q "dist-train: --dist-train is unavailable: plugstack.conf is wrong (unknown plugstack.conf argument '"'bogus=1'"'; valid: verbose\[=yes|no\], [^;]*); ask your administrator to fix it" "$ERR"' || show_output
 check "... and the node logs say the plugin is disabled" \
 	grep -q 'dist-train: disabled on n1: unknown plugstack.conf argument' "$DT_CLUSTER_DIR"/log/slurmd-n1.log
 
