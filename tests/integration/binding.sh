@@ -5,7 +5,9 @@
 # from its cache (topology-cache=), written by the first step.
 . "$(dirname "$0")/lib.sh"
 
-cluster_start
+# No gpu GRES: with one, Slurm sets SLURM_STEP_GPUS itself (24.11 unsets
+# a user's), and the GPU list test below hands the step its own.
+DT_CLUSTER_GPUS=0 cluster_start
 plan 22
 
 # A cache of this cluster's own, empty at first: the first step below
