@@ -11,7 +11,7 @@
 
 cluster_start
 installed=${DT_TEST_INSTALLED:-0}
-if [ "$installed" = 1 ]; then plan 12; else plan 7; fi
+if [ "$installed" = 1 ]; then plan 14; else plan 7; fi
 
 plugstack=$DT_CLUSTER_DIR/etc/plugstack.conf
 job_file show.sh <<'EOF'
@@ -69,7 +69,7 @@ if [ "$installed" = 1 ]; then
 		grep -q '^#optional .*/dist_train.so$' "$snippet" || diag "$(cat "$snippet")"
 	plain_runs "installed, not enabled"
 	# Enable: README's command.
-	sed -i 's/^#optional/optional/' "$snippet"
+	sed -i 's/^# *optional/optional/' "$snippet"
 	job srun -N2 -n4 --dist-train ./show.sh on
 	check "enabled with README's sed: --dist-train gives every task its rank" \
 		test "$(count_lines '^on RANK=[0-3] MASTER_ADDR=n1$')" = 4 || show_output
@@ -79,9 +79,11 @@ if [ "$installed" = 1 ]; then
 	check "the package removed (as on a Slurm upgrade), its enabled line kept" \
 		grep -q '^optional ' "$snippet"
 	plain_runs "... and"
+	refused "... and"
 	# Disable: README's command (on the file purge would remove).
 	sed -i 's/^optional/#optional/' "$snippet"
-	# (plain_runs above and refused here cover the rest)
+	check "disabled with README's sed: the line is commented out again" \
+		grep -q '^#optional .*/dist_train.so$' "$snippet"
 fi
 
 finish
