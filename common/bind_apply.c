@@ -134,6 +134,10 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 				 errlen);
 		if (n < 0)
 			goto out;
+		/* Slurm's GPUs are none this node shows as NVIDIA's. */
+		if (n == 0 && getenv("SLURM_STEP_GPUS", arg))
+			dt_note(notes, notes_len, "GPUs: Slurm's are no NVIDIA "
+				"GPUs here, bound by NUMA node");
 		req.gpus = gpus;
 		req.ngpus = (unsigned)n;
 	}
