@@ -208,7 +208,7 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 		goto out;
 	}
 	if (dt_hostlist_parse(step->nodelist, &hl, perr, sizeof(perr)) < 0) {
-		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' is malformed "
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' is malformed "
 			"(%s): " SLURM_BAD, step->nodelist, perr);
 		goto out;
 	}
@@ -217,7 +217,7 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 	 * nodes in Slurm's items, the whole step's in the environment.
 	 */
 	if (dt_hostlist_count(hl) > step->num_nodes) {
-		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' names %zu "
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' names %zu "
 			"nodes but this part of the step has %u: a "
 			"heterogeneous step (srun A : B) cannot be one "
 			"--dist-train world: run it as one srun, or its "
@@ -227,7 +227,7 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 		goto out;
 	}
 	if (dt_hostlist_count(hl) != step->num_nodes) {
-		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%s' names %zu "
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' names %zu "
 			"nodes but the step has %u: " SLURM_BAD,
 			step->nodelist, dt_hostlist_count(hl),
 			step->num_nodes);
@@ -323,7 +323,7 @@ static int env_u32(dt_getenv_fn getenv, void *arg, const char *name,
 	}
 	if (*v < '0' || *v > '9' || (n = strtoull(v, &end, 10), *end) ||
 	    n > UINT32_MAX) {
-		dt_errf(err, errlen, "%s='%s' is not a number: unset it if you "
+		dt_errf(err, errlen, "%s='%.64s' is not a number: unset it if you "
 			"set it, and run the command as a task of srun", name,
 			v);
 		return -1;

@@ -129,6 +129,24 @@ static void test_inconsistent_values(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(layout_error(s), "does not match"));
 }
 
+/* A long node list is quoted in part, so that the fix still fits. */
+static void test_long_value_keeps_the_fix(void)
+{
+	static char list[2400];
+	struct dt_slurm_step s;
+	const char *err;
+	size_t len = 0;
+
+	for (int i = 0; len + 8 < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%sx%d",
+					i ? "," : "", i);
+	s = step(list, "1", 1, 0, 1, 1);
+	err = layout_error(s);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "run it as one srun, or its parts "
+				      "as separate sruns"));
+	CU_ASSERT_TRUE(strlen(err) < 512 - 1);
+}
+
 /* -m arbitrary: srun's word for rank 0's host, checked by each node. */
 static void test_rank0_from_hostfile(void)
 {
@@ -373,6 +391,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_single_node_single_task),
 	UNIT_TEST(test_many_nodes),
 	UNIT_TEST(test_inconsistent_values),
+	UNIT_TEST(test_long_value_keeps_the_fix),
 	UNIT_TEST(test_rank0_placement),
 	UNIT_TEST(test_nodes_csv),
 	UNIT_TEST(test_rank0_from_pmix_later),
