@@ -52,11 +52,13 @@ def main():
         if use_cuda:
             say(f"training on GPUs ({torch.cuda.get_device_name(device)}), "
                 f"backend nccl")
+        elif "CUDA_VISIBLE_DEVICES" in os.environ:
+            say("training on CPUs, backend gloo: Slurm gave the step GPUs "
+                f"{os.environ['CUDA_VISIBLE_DEVICES']}, but torch sees none "
+                "(a CPU-only torch, or no NVIDIA driver on this node)")
         else:
-            say("training on CPUs, backend gloo: no GPU is visible "
-                f"(CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
-                "ask for GPUs with --gpus-per-node=N")
+            say("training on CPUs, backend gloo: the step has no GPUs; "
+                "ask for them with --gpus-per-node=N (or --gres=gpu:N)")
 
     # The same synthetic data on every rank: y = 3x - 2, plus noise.
     gen = torch.Generator().manual_seed(0)
