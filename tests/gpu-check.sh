@@ -1,12 +1,20 @@
 #!/bin/bash
 # What only a node with NVIDIA GPUs can show: real GPU discovery and
-# binding, and NCCL bootstrapped from the environment alone. Runs without
-# Slurm: each task gets a one-node step's Slurm variables by hand, one task
-# per GPU (at most 8), as srun -N1 --ntasks-per-node=GPUS would give them,
-# and runs under `dist-train exec`, the helper's own path.
+# binding, and NCCL bootstrapped from the environment alone.
+#
+# Checks 1-8 run without Slurm: each task gets a one-node step's Slurm
+# variables by hand, one task per GPU (at most 8), as srun -N1
+# --ntasks-per-node=GPUS would give them, and runs under `dist-train exec`,
+# the helper's own path. The checks after them run the plugin itself under
+# real srun, where this machine can start Slurm's daemons (root, slurmd,
+# slurmctld, munged; a machine without Slurm gets it from
+# tests/gpu-kit.sh): a one-node cluster (contrib/cluster/dt-cluster) whose
+# gpu GRES is this machine's /dev/nvidiaN, so that Slurm itself hands each
+# step its GPUs; otherwise they are reported skipped, saying why.
 #
 #   tests/gpu-check.sh [DIST_TRAIN]     (default: build/helper/dist-train,
-#                                        else dist-train on PATH)
+#                                        else dist-train on PATH; the
+#                                        plugin from the same build)
 #
 # Needs the CUDA driver and NCCL (libnccl.so.2 on the loader's path);
 # builds contrib/examples/nccl_allreduce.c where gcc and the CUDA toolkit
@@ -64,7 +72,6 @@ all_ok() { # TASKS: every task exited 0
 }
 outputs() { cat "$work"/out.*; }
 
-echo "1..8"
 nvidia-smi -L | diag
 
 # 1. Discovery: the plan names every GPU, each with its NUMA node's cores.
@@ -101,14 +108,14 @@ if command -v gcc >/dev/null && [ -n "$cuda" ] &&
 	check "contrib/examples/nccl_allreduce.c: every rank's all-reduce ok" \
 		eval 'all_ok $ngpu && [ "$(outputs | grep -c "all-reduce of .* ok")" = $ngpu ]'
 else
-	diag < "$work/cc.err" 2>/dev/null
+	[ -r "$work/cc.err" ] && diag < "$work/cc.err"
 	echo "ok $((n += 1)) # SKIP no gcc and CUDA toolkit with NCCL to build the example"
 fi
 
 # 5. PyTorch, nothing but what the environment gives.
 py=
 for p in python3 /usr/bin/python3; do
-	timeout 120 "$p" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$p; break; }
+	timeout 120 "$p" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$(command -v "$p"); break; }
 done
 if [ -n "$py" ]; then
 	step "$ngpu" nccl "$py" -c '
@@ -139,4 +146,87 @@ check "share-gpus, $((ngpu + 1)) tasks: the step runs" all_ok $((ngpu + 1))
 check "... and check says why it skipped NCCL" \
 	eval 'outputs | grep -q "NCCL all-reduce skipped: .*share .* GPU.*NCCL refuses"'
 
+# 9-. The plugin in slurmstepd, Slurm's GRES giving each step its GPUs.
+build=$(dirname "$(dirname "$dt")")
+plugin=$build/plugin/.libs/dist_train.so
+why=
+[ "$(id -u)" = 0 ] || why="not root, so no Slurm daemons"
+for t in slurmctld slurmd munged srun sinfo; do
+	[ -n "$why" ] || command -v "$t" >/dev/null ||
+		why="$t is not installed (on a throwaway machine without Slurm: tests/gpu-kit.sh)"
+done
+[ -n "$why" ] || [ -r "$plugin" ] || why="no $plugin beside $dt"
+if [ -n "$why" ]; then
+	echo "ok $((n += 1)) # SKIP the plugin under real srun: $why"
+	echo "1..$n"
+	exit $((failed > 0))
+fi
+cluster=$top/contrib/cluster/dt-cluster
+export DT_CLUSTER_DIR=/var/tmp/dist-train-gpu DT_CLUSTER_PORT=17400 \
+	DT_CLUSTER_NODES=1 DT_CLUSTER_GPUS=real DT_CLUSTER_CPUS=$(nproc) \
+	DT_CLUSTER_PLUGIN=$plugin DT_CLUSTER_HELPER=$dt \
+	DT_CLUSTER_WORKER_LIB=$build/helper/.libs/dist_train_worker.so \
+	DT_CLUSTER_PYTHON_HOOK=$top/helper/python
+trap '"$cluster" stop >/dev/null 2>&1; rm -rf "$work"' EXIT
+"$cluster" start > "$work/cluster.out" 2>&1
+started=$?
+diag < "$work/cluster.out"
+check "a one-node Slurm cluster whose gpu GRES is this machine's $ngpu GPU(s)" \
+	eval '[ $started = 0 ] && "$cluster" run sinfo -h -o "%G" | grep -q "gpu:$ngpu"'
+if [ $started != 0 ]; then
+	tail -n 20 "$DT_CLUSTER_DIR"/log/*.log 2>/dev/null | diag
+	echo "1..$n"
+	exit 1
+fi
+# srun ARGS...: as the cluster's user, output in $work/srun.out.
+srun_job() {
+	timeout -k 10 180 "$cluster" run srun "$@" > "$work/srun.out" 2>&1
+}
+shown='echo "rank $RANK local $LOCAL_RANK CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}'
+shown=$shown' SLURM_STEP_GPUS=${SLURM_STEP_GPUS-unset} gpu=${DIST_TRAIN_GPU-none} source=$DIST_TRAIN_RANK_SOURCE"'
+shown=$shown'; grep -E "^(Cpus|Mems)_allowed_list" /proc/self/status'
+
+srun_job --gres=gpu:1 --dist-train=check,nccl,verbose sh -c "$shown"
+rc=$?
+diag < "$work/srun.out"
+check "srun --gres=gpu:1 --dist-train=check,nccl: Slurm's GPU, bound, NCCL all-reduce ok" \
+	eval '[ $rc = 0 ] && grep -q "NCCL all-reduce across them: ok (libnccl" "$work/srun.out" &&
+		grep -q "CUDA_VISIBLE_DEVICES=[0-9]" "$work/srun.out"'
+
+if [ -n "$py" ]; then
+	srun_job -n "$ngpu" --gres=gpu:"$ngpu" --dist-train "$py" -c '
+import os, torch, torch.distributed as dist
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+t = torch.ones(4, device="cuda")
+dist.all_reduce(t)
+print("torch", torch.__version__, "rank", dist.get_rank(), "of", dist.get_world_size(),
+      "device", torch.cuda.current_device(), torch.cuda.get_device_name(), "sum", t[0].item())
+dist.destroy_process_group()'
+	rc=$?
+	diag < "$work/srun.out"
+	check "srun -n $ngpu --gres=gpu:$ngpu --dist-train: torch NCCL all_reduce on every rank" \
+		eval '[ $rc = 0 ] && [ "$(grep -c "sum $ngpu.0$" "$work/srun.out")" = $ngpu ]'
+else
+	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
+fi
+
+if "$cluster" run srun --mpi=list 2>&1 | grep -q pmix; then
+	srun_job --mpi=pmix -n "$ngpu" --gres=gpu:"$ngpu" --dist-train=check,nccl sh -c "$shown"
+	rc=$?
+	diag < "$work/srun.out"
+	check "srun --mpi=pmix: ranks from PMIx, NCCL all-reduce ok" \
+		eval '[ $rc = 0 ] && grep -q "source=pmix" "$work/srun.out" &&
+			grep -q "NCCL all-reduce across them: ok" "$work/srun.out"'
+else
+	echo "ok $((n += 1)) # SKIP this Slurm has no mpi/pmix plugin"
+fi
+
+srun_job -n $((ngpu + 1)) --gres=gpu:"$ngpu" --dist-train true
+rc=$?
+diag < "$work/srun.out"
+check "$((ngpu + 1)) tasks on $ngpu GPU(s) under srun: refused, naming share-gpus" \
+	eval '[ $rc != 0 ] && grep -q "share-gpus" "$work/srun.out"'
+
+echo "1..$n"
 exit $((failed > 0))
