@@ -23,63 +23,6 @@
  * doubles up to 5 s (each question that times out costs PMIx a pipe). */
 #define RELOCATE_GAP_MS 250
 
-/* One non-blocking connect to AI, bounded by DEADLINE. */
-static int try_connect(const struct addrinfo *ai, uint64_t deadline)
-{
-	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-			SOCK_NONBLOCK, ai->ai_protocol);
-	struct pollfd p;
-	int soerr = 0, saved;
-	socklen_t len = sizeof(soerr);
-
-	if (fd < 0)
-		return -1;
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-		return fd;
-	if (errno != EINPROGRESS)
-		goto fail;
-	p.fd = fd;
-	p.events = POLLOUT;
-	if (poll(&p, 1, net_remaining_ms(deadline)) <= 0) {
-		errno = ETIMEDOUT;
-		goto fail;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
-		errno = soerr ? soerr : errno;
-		goto fail;
-	}
-	return fd;
-fail:
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
-}
-
-/* A connection to HOST:PORT, or -1 with WHY. */
-static int reach(const char *host, const char *port, uint64_t deadline,
-		 const char **why)
-{
-	struct addrinfo hints, *ais = NULL;
-	int fd = -1, gai;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	gai = getaddrinfo(host, port, &hints, &ais);
-	if (gai) {
-		*why = gai_strerror(gai);
-		return -1;
-	}
-	for (struct addrinfo *ai = ais; ai && fd < 0; ai = ai->ai_next) {
-		fd = try_connect(ai, deadline);
-		if (fd < 0)
-			*why = strerror(errno);
-	}
-	freeaddrinfo(ais);
-	return fd;
-}
-
 unsigned join_retry_ms(uint32_t nodes)
 {
 	return nodes / 20 < 2 ? 2 : nodes / 20 > 50 ? 50 : nodes / 20;
@@ -151,7 +94,7 @@ int join_rank0(const struct join_target *target, const uint8_t *secret,
 				 target->timeout_s, host, port, why);
 			return -1;
 		}
-		fd = reach(host, portstr, connect_deadline_ms, &why);
+		fd = net_connect(host, portstr, connect_deadline_ms, &why);
 		if (fd < 0)
 			continue;
 		challenge_by = now_ms() + (target->relocate ?

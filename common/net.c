@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -192,4 +193,60 @@ int net_random(void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* One non-blocking connect to AI, bounded by DEADLINE. */
+static int try_connect(const struct addrinfo *ai, uint64_t deadline)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
+			SOCK_NONBLOCK, ai->ai_protocol);
+	struct pollfd p;
+	int soerr = 0, saved;
+	socklen_t len = sizeof(soerr);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return fd;
+	if (errno != EINPROGRESS)
+		goto fail;
+	p.fd = fd;
+	p.events = POLLOUT;
+	if (poll(&p, 1, net_remaining_ms(deadline)) <= 0) {
+		errno = ETIMEDOUT;
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
+		errno = soerr ? soerr : errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+int net_connect(const char *host, const char *port, uint64_t deadline,
+		const char **why)
+{
+	struct addrinfo hints, *ais = NULL;
+	int fd = -1, gai;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	gai = getaddrinfo(host, port, &hints, &ais);
+	if (gai) {
+		*why = gai_strerror(gai);
+		return -1;
+	}
+	for (struct addrinfo *ai = ais; ai && fd < 0; ai = ai->ai_next) {
+		fd = try_connect(ai, deadline);
+		if (fd < 0)
+			*why = strerror(errno);
+	}
+	freeaddrinfo(ais);
+	return fd;
 }

@@ -46,6 +46,13 @@ bool net_port_is_free(uint16_t port);
  */
 uint16_t net_nccl_port(uint16_t rendezvous, uint16_t low, uint16_t high);
 
+/*
+ * A connection to HOST:PORT (any of its addresses), non-blocking, made by
+ * DEADLINE; the socket, or -1 with WHY (a static string).
+ */
+int net_connect(const char *host, const char *port, uint64_t deadline,
+		const char **why);
+
 /* Write all of BUF before DEADLINE; false on failure. */
 bool net_send_all(int fd, const char *buf, size_t len, uint64_t deadline);
 

@@ -118,6 +118,30 @@ static int apply_check(struct dt_config *cfg, const char *value,
 	return parse_bool("check", value, &cfg->check, err, errlen);
 }
 
+static int apply_fail_fast(struct dt_config *cfg, const char *value,
+			   char *err, size_t errlen)
+{
+	return parse_bool("fail-fast", value, &cfg->fail_fast, err, errlen);
+}
+
+static int apply_record(struct dt_config *cfg, const char *value,
+			char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+
+	cfg->record_off = !strcmp(value, "off");
+	cfg->record_dir[0] = '\0';
+	if (cfg->record_off)
+		return 0;
+	if (n == 0 || n >= sizeof(cfg->record_dir)) {
+		dt_errf(err, errlen, "bad value for 'record': expected a "
+			"folder, or off");
+		return -1;
+	}
+	memcpy(cfg->record_dir, value, n + 1);
+	return 0;
+}
+
 static int apply_timeout(struct dt_config *cfg, const char *value,
 			 char *err, size_t errlen)
 {
@@ -366,6 +390,15 @@ static const struct setting settings[] = {
 	{ "nproc", "nproc=N", SCOPE_USER, VALUE_REQUIRED, apply_nproc,
 	  "(one per GPU, else --cpus-per-task)",
 	  "torchrun's workers per node" },
+	{ "fail-fast", "fail-fast[=yes|no]", SCOPE_USER | SCOPE_SITE,
+	  VALUE_OPTIONAL, apply_fail_fast, "yes",
+	  "the first task that fails (non-zero exit, a signal) stops the "
+	  "step, and srun names it; torchrun mode: once an agent gives up; "
+	  "elastic: once fewer than MIN nodes are left" },
+	{ "record", "record=DIR|off", SCOPE_USER | SCOPE_SITE, VALUE_REQUIRED,
+	  apply_record, "(srun's working directory)",
+	  "where srun writes dist-train-JOB.STEP.json when a step fails: "
+	  "which task failed first, how, and what it stopped" },
 	{ "default", "default=on|off", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_default, "off",
 	  "on: every step gets the environment without --dist-train (users "
@@ -415,7 +448,7 @@ static int apply_word(struct dt_config *cfg, unsigned scope, const char *word,
 		      size_t wordlen, const char *what, char *err,
 		      size_t errlen)
 {
-	char name[32], valid[512], value[256];
+	char name[32], valid[1024], value[256];
 	const char *eq = memchr(word, '=', wordlen);
 	size_t namelen = eq ? (size_t)(eq - word) : wordlen;
 	const struct setting *s = NULL;
@@ -468,6 +501,7 @@ void dt_config_init(struct dt_config *cfg)
 	cfg->use_pmix = true;
 	cfg->timeout = DT_DEFAULT_TIMEOUT;
 	cfg->bind = DT_BIND_GPU;
+	cfg->fail_fast = true;
 	cfg->restarts = DT_DEFAULT_RESTARTS;
 	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
 	snprintf(cfg->worker_lib, sizeof(cfg->worker_lib), "%s",

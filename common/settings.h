@@ -49,6 +49,10 @@ struct dt_config {
 	unsigned max_nodes;
 	unsigned restarts;	/* torchrun's --max-restarts */
 	unsigned nproc;		/* workers per node; 0: one per GPU */
+	/* After the start (plugin/watch.c). */
+	bool fail_fast;		/* a failed task stops the step */
+	bool record_off;	/* no record of a failed step */
+	char record_dir[DT_HELPER_PATH_MAX]; /* its folder; "": srun's */
 };
 
 /* Built-in defaults: off unless asked for, quiet, the default port range. */

@@ -117,6 +117,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 
 	if (spank_context() == S_CTX_REMOTE)
 		slurmstepd_exit();
+	else if (spank_context() == S_CTX_LOCAL)
+		watch_finish();
 	options_free();
 	return 0;
 }

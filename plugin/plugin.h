@@ -11,6 +11,8 @@
  *                  told by its node's leader
  *   leader.c       ... and a node leader's, rank 0's included
  *   torchrun.c     ... or, in torchrun mode, for a torchrun agent
+ *   watch.c        srun, after the start: how the tasks end, fail-fast
+ *   report.c       ... and each node's slurmstepd telling it
  */
 #ifndef DIST_TRAIN_PLUGIN_H
 #define DIST_TRAIN_PLUGIN_H
@@ -20,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,8 @@
  */
 #define DT_SECRET_ENV "SLURM_DIST_TRAIN_STEP_SECRET"	/* the step's secret */
 #define DT_RANK0_HOST_ENV "SLURM_DIST_TRAIN_RANK0_HOST" /* -m arbitrary */
+/* The port of srun's host where srun hears how tasks end (watch.c). */
+#define DT_WATCH_PORT_ENV "SLURM_DIST_TRAIN_WATCH_PORT"
 /* The secret a user exports for dist-train exec: not for the program. */
 #define DT_USER_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
 
@@ -92,6 +97,16 @@ struct plugin_state {
 	double srun_ms;
 	double node_ms;
 	double topology_ms;
+
+	/* report.c: where this node tells srun how its tasks ended. */
+	bool report_on;
+	char report_host[48];
+	char report_port[8];
+	char report_node[64];
+	uint8_t report_key[DT_SECRET_LEN];
+	uid_t job_uid;
+	gid_t job_gid;
+	uint64_t started_ms;	/* the step's start here (monotonic) */
 };
 
 /* Now, in ms on the monotonic clock: what the parts above are timed by. */
@@ -135,6 +150,16 @@ int slurmstepd_post_opt(spank_t sp);
 int slurmstepd_user_init(spank_t sp);
 int slurmstepd_task_exit(spank_t sp);
 void slurmstepd_exit(void);
+
+/* report.c: slurmstepd's side of the watch, from user_init (ENV, the
+ * step's environment) and as each task ends. */
+void report_setup(spank_t sp, struct plugin_state *st, char **env);
+void report_task_exit(spank_t sp, struct plugin_state *st);
+
+/* watch.c: srun's side, from local_user_init once the step's secret is
+ * made, and at srun's end. */
+int watch_start(spank_t sp, const struct dt_config *cfg);
+void watch_finish(void);
 
 /* task.c */
 int task_init(spank_t sp);

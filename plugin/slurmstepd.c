@@ -283,6 +283,7 @@ int slurmstepd_user_init(spank_t sp)
 		goto fail;
 	find_socket_ifname(st);
 	load_machine(sp, st);
+	report_setup(sp, st, env);
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:
@@ -293,14 +294,17 @@ fail:
 }
 
 /*
- * slurmstepd, as a task ends: a failed torchrun agent gets one line that
- * says what usually ends elastic training, above torchrun's tracebacks.
+ * slurmstepd, as a task ends: srun hears how (report.c); a failed torchrun
+ * agent gets one line that says what usually ends elastic training, above
+ * torchrun's tracebacks.
  */
 int slurmstepd_task_exit(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	int status;
 
+	if (st->node_active && !st->node_error[0])
+		report_task_exit(sp, st);
 	if (!st->node_active || !st->step.torchrun || st->node_error[0] ||
 	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) == 0)

@@ -188,6 +188,8 @@ int srun_local_user_init(spank_t sp)
 		dt_log_error("%s", err);
 	else
 		rc = 0;
+	if (rc == 0)
+		watch_start(sp, &st->step);
 	st->srun_ms += plugin_clock_ms() - start;
 	if (rc == 0 && st->step.verbose)
 		/* message: not a problem (verbose's timing) */

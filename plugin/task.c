@@ -188,6 +188,8 @@ int task_init(spank_t sp)
 	envp = NULL;
 	take_secret(sp, secret);
 	take_env(sp, DT_RANK0_HOST_ENV, hostfile_host, sizeof(hostfile_host));
+	/* For slurmstepd (report.c), not for the program. */
+	spank_unsetenv(sp, DT_WATCH_PORT_ENV);
 	/* slurmstepd already told srun, once for this node. */
 	if (st->node_error[0])
 		goto out;

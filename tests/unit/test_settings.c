@@ -12,11 +12,13 @@
 	"on, off, verbose[=yes|no], nccl[=yes|no], check[=yes|no], " \
 	"pmix[=yes|no], timeout=SECONDS, bind=gpu|numa|off, " \
 	"visible-gpus=all|own, share-gpus[=yes|no], torchrun[=yes|no], " \
-	"elastic=MIN:MAX, restarts=N, nproc=N"
+	"elastic=MIN:MAX, restarts=N, nproc=N, fail-fast[=yes|no], " \
+	"record=DIR|off"
 #define SITE_VALID \
 	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
 	"timeout=SECONDS, bind=gpu|numa|off, visible-gpus=all|own, " \
-	"share-gpus[=yes|no], restarts=N, default=on|off, " \
+	"share-gpus[=yes|no], restarts=N, fail-fast[=yes|no], " \
+	"record=DIR|off, default=on|off, " \
 	"port-range=LOW-HIGH, helper=PATH, topology=FILE, " \
 	"topology-cache=PATH|off, worker-lib=PATH"
 
@@ -409,9 +411,37 @@ static void test_documented_defaults(void)
 		CU_ASSERT_EQUAL(memcmp(&init, &set, sizeof(init)), 0);
 		checked++;
 	}
-	CU_ASSERT_EQUAL(i, 20);
-	CU_ASSERT_EQUAL(checked, 13);
+	CU_ASSERT_EQUAL(i, 22);
+	CU_ASSERT_EQUAL(checked, 14);
 	CU_ASSERT_EQUAL(dt_setting_describe(i, &info), -1);
+}
+
+/* After the start: fail-fast is on unless turned off; the record's
+ * folder is srun's unless named, or none. */
+static void test_after_start_settings(void)
+{
+	struct dt_config cfg;
+	char err[256];
+
+	dt_config_init(&cfg);
+	CU_ASSERT_TRUE(cfg.fail_fast);
+	CU_ASSERT_FALSE(cfg.record_off);
+	CU_ASSERT_STRING_EQUAL(cfg.record_dir, "");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "fail-fast=no,"
+					       "record=/scratch/runs", err,
+					       sizeof(err)), 0);
+	CU_ASSERT_FALSE(cfg.fail_fast);
+	CU_ASSERT_STRING_EQUAL(cfg.record_dir, "/scratch/runs");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "record=off", err,
+					       sizeof(err)), 0);
+	CU_ASSERT_TRUE(cfg.record_off);
+	CU_ASSERT_STRING_EQUAL(cfg.record_dir, "");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "record=", err,
+					       sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "a folder, or off"));
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "fail-fast=maybe", err,
+					       sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected yes or no"));
 }
 
 static const struct unit_test tests[] = {
@@ -425,6 +455,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_helper_settings),
 	UNIT_TEST(test_binding_settings),
 	UNIT_TEST(test_torchrun_settings),
+	UNIT_TEST(test_after_start_settings),
 	UNIT_TEST(test_step_check),
 	UNIT_TEST(test_container_check),
 	UNIT_TEST(test_format_round_trip),

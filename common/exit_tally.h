@@ -1,0 +1,76 @@
+/*
+ * The step's task exits as srun hears of them (plugin/watch.c): which
+ * task failed first, when the step should be stopped, how many tasks that
+ * stopped, and the step's record for the user. Pure: no sockets, no
+ * Slurm calls.
+ *
+ * A task fails when it exits non-zero or by a signal. The step is stopped
+ * at the first failure, except in elastic torchrun mode, where losing a
+ * node is what elastic training is for: there, once fewer nodes than its
+ * minimum still have a running agent.
+ */
+#ifndef DIST_TRAIN_EXIT_TALLY_H
+#define DIST_TRAIN_EXIT_TALLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exit_record.h"
+
+struct dt_exit_tally {
+	uint32_t tasks;		/* the step's tasks */
+	uint32_t nodes;		/* its nodes */
+	uint32_t min_nodes;	/* elastic: stop below it; 0: at a failure */
+	bool stop_on_failure;	/* fail-fast: stop the step at all */
+	bool torchrun;		/* tasks are torchrun agents, one per node */
+
+	uint8_t *exited;	/* by task: its exit was heard */
+	uint8_t *node_lost;	/* by node: a task of it failed */
+	uint32_t n_exited;
+	uint32_t n_failed;
+	uint32_t n_nodes_lost;
+	struct dt_task_exit *exits; /* each task's, as heard */
+
+	bool have_first;	/* the first failure, the cause */
+	struct dt_task_exit first;
+	bool stopping;		/* the step is being stopped */
+	uint32_t running_at_stop; /* tasks still running then: stopped */
+};
+
+/* 0, or -1 without memory. */
+int dt_exit_tally_init(struct dt_exit_tally *t, uint32_t tasks,
+		       uint32_t nodes, uint32_t min_nodes,
+		       bool stop_on_failure, bool torchrun);
+void dt_exit_tally_free(struct dt_exit_tally *t);
+
+/* Whether a wait status is a failure: non-zero, or a signal. */
+bool dt_exit_failed(int status);
+
+/*
+ * E's exit. Returns 1 when the step is to be stopped now (once), 0
+ * otherwise, -1 for a task not in the step or heard of before (ignored).
+ */
+int dt_exit_tally_add(struct dt_exit_tally *t, const struct dt_task_exit *e);
+
+/* How E ended, as words: "exit code 3", "signal 9 (SIGKILL)", "the
+ * out-of-memory killer (signal 9, SIGKILL)". */
+void dt_exit_describe(const struct dt_task_exit *e, char *buf, size_t len);
+
+/*
+ * The one line that names the cause, once there is one: which task failed
+ * first, where, how, when, and what became of the others. Its length, as
+ * snprintf, or -1 where nothing failed.
+ */
+int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len);
+
+/*
+ * The step's record, as JSON (a malloc'd string, or NULL without memory):
+ * STEP_ID ("JOB.STEP"), how the step ended (ENDED: "failed", "completed",
+ * ...), the first failure, how many tasks it stopped, and every exit
+ * heard.
+ */
+char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id,
+			 const char *ended);
+
+#endif

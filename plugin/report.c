@@ -1,0 +1,210 @@
+/*
+ * slurmstepd, as each task of a --dist-train step ends: how it ended, to
+ * srun (watch.c), signed with the step's secret (common/exit_record.h).
+ *
+ * The address comes from the launch's environment, which the user
+ * controls: the record is sent by a child that has become the user, and
+ * every wait is bounded, so that a wrong or dead address costs slurmstepd
+ * at most a second once per node, and nothing more.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin.h"
+#include "../common/exit_record.h"
+#include "../common/net.h"
+
+/* Sending one record: connecting and writing, at most. */
+#define SEND_MS 1000
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool numeric_host(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 45)
+		return false;
+	for (; *s; s++)
+		if (!strchr("0123456789abcdefABCDEF.:", *s))
+			return false;
+	return true;
+}
+
+void report_setup(spank_t sp, struct plugin_state *st, char **env)
+{
+	const char *port = dt_envp_get(env, DT_WATCH_PORT_ENV);
+	/* The address srun's own messages come to, as Slurm gave it. */
+	const char *host = dt_envp_get(env, "SLURM_SRUN_COMM_HOST");
+	const char *secret = dt_envp_get(env, DT_SECRET_ENV);
+
+	st->report_on = false;
+	st->started_ms = now_ms();
+	if (!port || !host || !secret || !dt_is_port(port) ||
+	    !numeric_host(host) || dt_secret_parse(secret, st->report_key) < 0 ||
+	    spank_get_item(sp, S_JOB_UID, &st->job_uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &st->job_gid) != ESPANK_SUCCESS) {
+		dt_log_debug("step %u.%u: srun does not watch it here (%s=%s, "
+			     "SLURM_SRUN_COMM_HOST=%s, secret %s)",
+			     st->job_id, st->step_id, DT_WATCH_PORT_ENV,
+			     port ? port : "unset", host ? host : "unset",
+			     secret ? "set" : "unset");
+		return;
+	}
+	snprintf(st->report_host, sizeof(st->report_host), "%s", host);
+	snprintf(st->report_port, sizeof(st->report_port), "%s", port);
+	plugin_node_name(env, st->report_node, sizeof(st->report_node));
+	st->report_on = true;
+}
+
+/* The "oom_kill N" count of a cgroup's memory events file; 0 if none. */
+static unsigned long oom_kills(const char *path)
+{
+	char buf[4096], *p;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "oom_kill ");
+	if (!p || (p != buf && p[-1] != '\n'))
+		return 0;
+	return strtoul(p + strlen("oom_kill "), NULL, 10);
+}
+
+/*
+ * Whether the task's or its step's memory cgroup counted an out-of-memory
+ * kill: where Slurm confines memory (task/cgroup), cgroup v2 or v1.
+ */
+static bool killed_for_memory(uint32_t local_id)
+{
+	char self[4096], path[4400], *line, *save = NULL, *slash;
+	ssize_t n;
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, self, sizeof(self) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	for (line = strtok_r(self, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "0::/", 4)) {
+			/* v2: slurmstepd in STEP/slurm, tasks in
+			 * STEP/user/task_N. */
+			slash = strrchr(line + 3, '/');
+			if (!slash || slash == line + 3)
+				continue;
+			*slash = '\0';
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/user/"
+				 "task_%u/memory.events", line + 3, local_id);
+			if (oom_kills(path))
+				return true;
+			snprintf(path, sizeof(path),
+				 "/sys/fs/cgroup%s/memory.events", line + 3);
+			if (oom_kills(path))
+				return true;
+		} else if ((slash = strstr(line, ":memory:/"))) {
+			const char *rel = slash + strlen(":memory:");
+
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+				 "task_%u/memory.oom_control", rel, local_id);
+			if (oom_kills(path))
+				return true;
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+				 "memory.oom_control", rel);
+			if (oom_kills(path))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* In the child, as the job's user: send RECORD; exits 0 once sent. */
+static void send_as_user(const struct plugin_state *st, const char *record,
+			 size_t len)
+{
+	uint64_t deadline = now_ms() + SEND_MS;
+	const char *why;
+	gid_t gid = st->job_gid;
+	int fd;
+
+	alarm(2);	/* whatever hangs, the child ends */
+	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
+		_exit(2);
+	fd = net_connect(st->report_host, st->report_port, deadline, &why);
+	if (fd < 0)
+		_exit(1);
+	_exit(net_send_all(fd, record, len, deadline) ? 0 : 1);
+}
+
+void report_task_exit(spank_t sp, struct plugin_state *st)
+{
+	struct dt_task_exit e;
+	char record[DT_EXIT_RECORD_MAX], step_id[32];
+	uint32_t rank, local_id;
+	int status, len, rc;
+	pid_t pid;
+
+	if (!st->report_on ||
+	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.rank = rank;
+	e.local_rank = local_id;
+	e.node_rank = st->layout.node_rank;
+	snprintf(e.node, sizeof(e.node), "%s", st->report_node);
+	e.status = status;
+	e.oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
+		killed_for_memory(local_id);
+	e.after_ms = now_ms() - st->started_ms;
+	e.at_ms = wall_ms();
+	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
+	len = dt_exit_record_format(st->report_key, step_id, &e, record,
+				    sizeof(record));
+	if (len < 0)
+		return;
+	pid = fork();
+	if (pid == 0)
+		send_as_user(st, record, (size_t)len);
+	if (pid < 0)
+		return;
+	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)
+		;
+	/* srun is gone or out of reach: the node's other tasks keep quiet. */
+	if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+		dt_log_debug("step %s: srun at %s:%s did not hear how task %u "
+			     "ended (%s %d)", step_id, st->report_host,
+			     st->report_port, rank,
+			     WIFEXITED(rc) ? "exit" : "signal",
+			     WIFEXITED(rc) ? WEXITSTATUS(rc) : WTERMSIG(rc));
+		st->report_on = false;
+	}
+}

@@ -1,0 +1,303 @@
+/*
+ * srun, after the start: hears from each node's slurmstepd how its tasks
+ * ended (report.c, common/exit_record.h), names the task that failed
+ * first, stops the step when one fails (fail-fast), and writes the
+ * step's record when it failed (common/exit_tally.h).
+ *
+ * srun is the one place that sees the whole step. The records come on a
+ * TCP port of srun's host, which its tasks learn from the launch's
+ * environment, and count only when signed with the step's secret: anyone
+ * may connect, so each connection gets a short deadline and one line.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+#include "plugin.h"
+#include "../common/exit_tally.h"
+#include "../common/net.h"
+
+/* How long one connection may take to send its record. */
+#define RECORD_WAIT_MS 500
+
+static struct {
+	bool running;
+	int listen_fd;
+	int wake[2];		/* written by watch_finish: stop */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	struct dt_exit_tally tally;
+	uint8_t key[DT_SECRET_LEN];
+	uint32_t job_id, step_id;
+	char step_text[32];	/* "JOB.STEP" */
+	bool cause_said;
+	char record_dir[DT_HELPER_PATH_MAX];
+	bool record_off;
+} watch = { .listen_fd = -1, .wake = { -1, -1 },
+	    .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * Stop every task of the step, on every node, through slurmctld (the
+ * user may stop their own steps). srun then ends as for any killed step.
+ * The function is looked up rather than linked: the plugin also loads
+ * where Slurm's API is not wanted.
+ */
+static void stop_step(void)
+{
+	__typeof__(slurm_kill_job_step) *kill_step;
+	int rc;
+
+	*(void **)&kill_step = dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
+	if (!kill_step) {
+		dt_log_error("cannot stop the step: this srun has no "
+			     "slurm_kill_job_step; run scancel %s, and ask "
+			     "your administrator to rebuild dist-train for "
+			     "this Slurm", watch.step_text);
+		return;
+	}
+#if defined(DT_KILL_STEP_BY_STEP_ID)
+	{
+		slurm_step_id_t id = { .job_id = watch.job_id,
+				       .step_id = watch.step_id,
+				       .step_het_comp = NO_VAL };
+
+		rc = kill_step(&id, SIGKILL, 0);
+	}
+#elif defined(DT_KILL_STEP_WITH_FLAGS)
+	rc = kill_step(watch.job_id, watch.step_id, SIGKILL, 0);
+#else
+	rc = kill_step(watch.job_id, watch.step_id, SIGKILL);
+#endif
+	if (rc != 0) {
+		int err = errno;
+		const char *(*describe)(int);
+
+		*(void **)&describe = dlsym(RTLD_DEFAULT, "slurm_strerror");
+		dt_log_error("cannot stop step %s (%s): run scancel %s",
+			     watch.step_text,
+			     describe ? describe(err) : strerror(err),
+			     watch.step_text);
+	}
+}
+
+static void say_cause(void)
+{
+	char cause[512];
+
+	if (dt_exit_cause(&watch.tally, cause, sizeof(cause)) > 0) {
+		dt_log_error("%s", cause);
+		watch.cause_said = true;
+	}
+}
+
+/* One connection's record, if it is one of this step's. */
+static void hear_one(int fd)
+{
+	char line[DT_EXIT_RECORD_MAX + 1];
+	struct dt_task_exit e;
+	int verdict = 0;
+
+	if (net_read_line(fd, now_ms() + RECORD_WAIT_MS, line,
+			  sizeof(line)) != 0 ||
+	    dt_exit_record_parse(watch.key, watch.step_text, line,
+				 strlen(line), &e) < 0) {
+		dt_log_debug("step %s: ignored a connection that sent no "
+			     "record of this step", watch.step_text);
+		return;
+	}
+	pthread_mutex_lock(&watch.lock);
+	verdict = dt_exit_tally_add(&watch.tally, &e);
+	if (verdict == 1)
+		say_cause();
+	pthread_mutex_unlock(&watch.lock);
+	if (verdict == 1)
+		stop_step();
+}
+
+/* Every connection waiting now, without blocking. */
+static void hear_waiting(void)
+{
+	for (;;) {
+		struct pollfd p = { .fd = watch.listen_fd, .events = POLLIN };
+		int fd;
+
+		if (poll(&p, 1, 0) <= 0)
+			return;
+		fd = accept4(watch.listen_fd, NULL, NULL,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return;
+		hear_one(fd);
+		close(fd);
+	}
+}
+
+static void *watch_loop(void *arg)
+{
+	sigset_t all;
+
+	(void)arg;
+	/* srun's own threads take its signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = watch.listen_fd, .events = POLLIN },
+			{ .fd = watch.wake[0], .events = POLLIN },
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		if (p[0].revents & POLLIN)
+			hear_waiting();
+	}
+	/* The last tasks' records may still be queued. */
+	hear_waiting();
+	return NULL;
+}
+
+int watch_start(spank_t sp, const struct dt_config *cfg)
+{
+	uint32_t nodes, tasks;
+	struct sockaddr_storage addr;
+	socklen_t len = sizeof(addr);
+	const char *secret = getenv(DT_SECRET_ENV);
+	char port[8];
+	uint16_t p;
+
+	if (spank_get_item(sp, S_JOB_ID, &watch.job_id) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &watch.step_id) !=
+	    ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) !=
+	    ESPANK_SUCCESS || !secret ||
+	    dt_secret_parse(secret, watch.key) < 0)
+		goto off;
+	snprintf(watch.step_text, sizeof(watch.step_text), "%u.%u",
+		 watch.job_id, watch.step_id);
+	if (dt_exit_tally_init(&watch.tally, tasks, nodes,
+			       cfg->max_nodes ? cfg->min_nodes : 0,
+			       cfg->fail_fast, cfg->torchrun) < 0)
+		goto off;
+	watch.record_off = cfg->record_off;
+	snprintf(watch.record_dir, sizeof(watch.record_dir), "%s",
+		 cfg->record_dir);
+	watch.listen_fd = net_listen(0);
+	if (watch.listen_fd < 0 ||
+	    getsockname(watch.listen_fd, (struct sockaddr *)&addr, &len) < 0)
+		goto off;
+	p = addr.ss_family == AF_INET6 ?
+	    ntohs(((struct sockaddr_in6 *)&addr)->sin6_port) :
+	    ntohs(((struct sockaddr_in *)&addr)->sin_port);
+	if (pipe2(watch.wake, O_CLOEXEC) < 0)
+		goto off;
+	if (pthread_create(&watch.thread, NULL, watch_loop, NULL) != 0)
+		goto off;
+	watch.running = true;
+	snprintf(port, sizeof(port), "%u", p);
+	setenv(DT_WATCH_PORT_ENV, port, 1);
+	return 0;
+off:
+	/* The step runs as before: without fail-fast or a record. */
+	if (cfg->verbose)
+		/* message: not a problem (verbose's note) */
+		dt_log_info("srun does not watch this step's tasks: a failed "
+			    "task will not stop the others");
+	if (watch.listen_fd >= 0)
+		close(watch.listen_fd);
+	watch.listen_fd = -1;
+	for (int i = 0; i < 2; i++)
+		if (watch.wake[i] >= 0)
+			close(watch.wake[i]);
+	watch.wake[0] = watch.wake[1] = -1;
+	dt_exit_tally_free(&watch.tally);
+	unsetenv(DT_WATCH_PORT_ENV);
+	return 0;
+}
+
+/* DIR/dist-train-JOB.STEP.json, as the user; its path, or "" */
+static void write_record(char *path, size_t len)
+{
+	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
+	char *json = dt_exit_tally_json(&watch.tally, watch.step_text,
+					"failed");
+	size_t n, done = 0;
+	int fd;
+
+	path[0] = '\0';
+	if (!json)
+		return;
+	snprintf(path, len, "%s/dist-train-%s.json", dir, watch.step_text);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		  0644);
+	if (fd < 0) {
+		dt_log_error("cannot write this step's record %s (%s): give "
+			     "a folder you can write with "
+			     "--dist-train=record=DIR", path, strerror(errno));
+		path[0] = '\0';
+		free(json);
+		return;
+	}
+	n = strlen(json);
+	while (done < n) {
+		ssize_t w = write(fd, json + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	if (close(fd) < 0 || done < n) {
+		dt_log_error("this step's record %s is incomplete (%s): give a "
+			     "folder with room with --dist-train=record=DIR",
+			     path, strerror(errno));
+		path[0] = '\0';
+	}
+	free(json);
+}
+
+void watch_finish(void)
+{
+	char path[DT_HELPER_PATH_MAX + 64];
+
+	if (!watch.running)
+		return;
+	watch.running = false;
+	while (write(watch.wake[1], "x", 1) < 0 && errno == EINTR)
+		;
+	pthread_join(watch.thread, NULL);
+	close(watch.listen_fd);
+	close(watch.wake[0]);
+	close(watch.wake[1]);
+	watch.listen_fd = watch.wake[0] = watch.wake[1] = -1;
+	if (watch.tally.have_first) {
+		if (!watch.cause_said)
+			say_cause();
+		if (!watch.record_off) {
+			write_record(path, sizeof(path));
+			if (path[0])
+				/* message: not a problem (where the record is) */
+				dt_log_info("what happened to each task is in %s",
+					    path);
+		}
+	}
+	dt_exit_tally_free(&watch.tally);
+	explicit_bzero(watch.key, sizeof(watch.key));
+}
