@@ -1,0 +1,140 @@
+#!/bin/bash
+# After the start: one failed task ends the whole step within seconds, and
+# srun names it first, once (plugin/watch.c, plugin/report.c). The other
+# ranks are held where no failure reaches them (a sleep stands for long
+# computation, or a GPU kernel spinning on a dead peer: gloo would notice
+# a dead peer's closed socket at its next collective by itself).
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 14
+
+# fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
+# (exit3, kill) after 2 s while the others sleep for 120 s.
+job_file fail.py <<'EOF'
+#!/usr/bin/env python3
+import os, signal, sys, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+print("RANK", dist.get_rank(), "sum", int(t.item()), flush=True)
+if dist.get_rank() == 5:
+    time.sleep(2)
+    if sys.argv[1] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.exit(3)
+time.sleep(int(os.environ.get("HOLD", "120")))
+EOF
+
+# run_step SECONDS_VAR ARGS...: srun ARGS as the cluster's user; the
+# seconds it took in the named variable.
+run_step() {
+	local var=$1 start
+	shift
+	start=$(date +%s.%N)
+	job "$@"
+	local rc=$?
+	printf -v "$var" '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)"
+	return $rc
+}
+
+# The first line of stderr that reports an error, and the cause lines.
+first_error() { grep -m1 -E 'error' "$ERR"; }
+causes() { grep -c 'dist-train: rank [0-9]* failed first' "$ERR"; }
+record() { cat "$JOBS/dist-train-$1.json" 2>/dev/null; }
+last_step() { grep -o 'dist-train-[0-9]*\.[0-9]*\.json' "$ERR" | tail -1 | sed 's/dist-train-//; s/\.json//'; }
+
+rm -f "$JOBS"/dist-train-*.json
+run_step took srun -N4 -n8 --dist-train python3 ./fail.py exit3
+diag "rank 5 exited 3: the step ended after ${took} s (rank 5 exits after about 2 s, the others would sleep 120 s)"
+check "rank 5 exits 3: the step ends long before the others' 120 s (${took} s)" \
+	test "$(echo "$took < 60" | bc)" = 1 || show_output
+check "... the first error line names rank 5, its node, exit code 3, and 7 ranks stopped" \
+	eval 'first_error | grep -q "dist-train: rank 5 failed first, on n[0-9]* (local rank [0-9]*): exit code 3, [0-9.]* s after the start; stopping the 7 other ranks still running"' || show_output
+check "... once" test "$(causes)" = 1 || show_output
+step=$(last_step)
+check "... and dist-train-$step.json records it: rank 5 first, 7 stopped, every exit" \
+	eval 'record "$step" | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+assert r[\"first_failure\"][\"rank\"] == 5 and r[\"first_failure\"][\"exit_code\"] == 3, r
+assert r[\"stopped\"] == 7 and r[\"exits_heard\"] == 8, r
+"' || show_output
+
+run_step took srun -N4 -n8 --dist-train python3 ./fail.py kill
+check "rank 5 killed by SIGKILL: the step ends (${took} s), naming the signal" \
+	eval 'test "$(echo "$took < 60" | bc)" = 1 &&
+	      first_error | grep -q "dist-train: rank 5 failed first, on n[0-9]* (local rank [0-9]*): signal 9 (SIGKILL), "' || show_output
+
+# The out-of-memory killer: the plugin reads the task's memory cgroup,
+# which only Slurm's task/cgroup makes; this cluster runs task/none and
+# proctrack/linuxproc, so an OOM kill would show as signal 9 here.
+_tap_n=$((_tap_n + 1))
+echo "ok $_tap_n - rank 5 killed by the out-of-memory killer, named as such # SKIP the test cluster confines no memory (task/none, no cgroup): an OOM kill shows as signal 9 (SIGKILL) here"
+
+# Opted out: the others run on, as without the plugin; the cause is still
+# named once, at the end, and record=off writes no record.
+rm -f "$JOBS"/dist-train-*.json
+run_step took srun -N4 -n8 --dist-train=fail-fast=no,record=off env HOLD=8 \
+	python3 ./fail.py exit3
+check "fail-fast=no: the others run to their end (${took} s, they sleep 8 s)" \
+	eval 'test "$(echo "$took >= 8" | bc)" = 1 && ! grep -q "stopping the" "$ERR"' || show_output
+check "... the cause is still named once, at the end" \
+	eval 'grep -q "dist-train: rank 5 failed first, .*exit code 3, .*1 task failed in all" "$ERR" && test "$(causes)" = 1' || show_output
+check "... and record=off writes no record" \
+	eval '! ls "$JOBS"/dist-train-*.json 2>/dev/null | grep -q .' || show_output
+
+# The site turns it off for everyone; a user turns it back on.
+set_plugin_args fail-fast=no
+run_step took srun -N2 -n2 --dist-train sh -c '[ "$RANK" = 1 ] && exit 4; sleep 6'
+check "site fail-fast=no: the other task runs on (${took} s)" \
+	eval 'test "$(echo "$took >= 6" | bc)" = 1' || show_output
+run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit 4; sleep 60'
+check "... --dist-train=fail-fast turns it back on (${took} s)" \
+	eval 'test "$(echo "$took < 30" | bc)" = 1 && grep -q "rank 1 failed first" "$ERR"' || show_output
+set_plugin_args
+
+# A record folder the user names.
+mkdir -p "$JOBS/records" && chown "$(stat -c %u "$JOBS")" "$JOBS/records"
+job srun -N2 -n2 --dist-train=record=records sh -c '[ "$RANK" = 0 ] && exit 5; true'
+check "record=DIR: the record is written there" \
+	eval 'ls "$JOBS"/records/dist-train-*.json >/dev/null 2>&1' || show_output
+
+# Hostile neighbours: anyone may connect to srun's ports (here found with
+# ss); records not signed with the step's secret change nothing.
+job_file forge.py <<'EOF'
+#!/usr/bin/env python3
+import socket, sys
+step = sys.argv[1]
+forged = ["DTX1 %s 1 0 1 n2 768 0 10 10 %s\n" % (step, "0" * 64),
+          "garbage\n", "x" * 5000]
+for port, line in [(int(p), l) for p in sys.argv[2:] for l in forged]:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        s.sendall(line.encode())
+        s.close()
+    except OSError:
+        pass
+print("FORGED")
+EOF
+timeout -k 10 120 "$DT_CLUSTER" run srun -N2 -n2 --dist-train sleep 6 > "$OUT" 2> "$ERR" &
+runner=$!
+step_now=
+for _ in $(seq 100); do
+	step_now=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
+	[ -n "$step_now" ] && break
+	sleep 0.1
+done
+# Every socket srun listens on (Slurm's own are ephemeral too).
+srun_pid=$(pgrep -u "$(id -u dttest)" -x srun | head -1)
+port=$(ss -H -ltnp 2>/dev/null |
+	awk -v p="pid=$srun_pid," 'index($0, p) { n = split($4, a, ":"); print a[n] }')
+forged=$(python3 "$JOBS/forge.py" "$step_now" $port 2>&1)
+wait $runner
+rc=$?
+check "forged records sent to srun's port ($forged): the step runs to its end, nothing stopped" \
+	eval '[ $rc = 0 ] && [ "$forged" = FORGED ] && ! grep -q "failed first" "$ERR"' || show_output
+
+check "no node is drained" no_drained_node
+finish
