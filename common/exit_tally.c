@@ -81,6 +81,17 @@ int dt_exit_tally_add(struct dt_exit_tally *t, const struct dt_task_exit *e)
 	return 1;
 }
 
+void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
+			      const char *ended)
+{
+	t->stopped_by = by;
+	t->ended = ended;
+	if (!t->stopping) {
+		t->stopping = true;
+		t->running_at_stop = t->tasks - t->n_exited;
+	}
+}
+
 static const char *signal_name(int sig)
 {
 	static const struct {
@@ -137,6 +148,11 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 	if (!t->have_first)
 		return -1;
 	dt_exit_describe(f, how, sizeof(how));
+	if (t->stopped_by)
+		return snprintf(buf, len, "the step was stopped by %s, not by "
+				"a task: %u of its %u tasks ended (the first, "
+				"%s %u on %s, by %s)", t->stopped_by,
+				t->n_exited, t->tasks, what, id, f->node, how);
 	if (t->stopping && t->min_nodes)
 		snprintf(after, sizeof(after), "%u of %u nodes failed, fewer "
 			 "than elastic's minimum of %u are left: stopping "
@@ -213,9 +229,10 @@ static void add_exit(struct text *b, const struct dt_task_exit *e)
 	    (double)e->after_ms / 1e3, (unsigned long long)e->at_ms);
 }
 
-char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id,
-			 const char *ended)
+char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id)
 {
+	const char *ended = t->ended ? t->ended :
+			    t->have_first ? "failed" : "completed";
 	struct text b = { malloc(1024), 0, 1024 };
 	char cause[512];
 

@@ -36,6 +36,9 @@ struct dt_exit_tally {
 	struct dt_task_exit first;
 	bool stopping;		/* the step is being stopped */
 	uint32_t running_at_stop; /* tasks still running then: stopped */
+	/* Slurm stopped the step, not a task: "its time limit", ... */
+	const char *stopped_by;
+	const char *ended;	/* the record's word for how it ended */
 };
 
 /* 0, or -1 without memory. */
@@ -53,6 +56,15 @@ bool dt_exit_failed(int status);
  */
 int dt_exit_tally_add(struct dt_exit_tally *t, const struct dt_task_exit *e);
 
+/*
+ * Slurm itself is stopping the step (BY: "its time limit", "preemption",
+ * "scancel"; ENDED, the record's word: "timeout", "preempted",
+ * "cancelled"): its tasks' ends are no failure of theirs, and no task is
+ * named as the cause.
+ */
+void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
+			      const char *ended);
+
 /* How E ended, as words: "exit code 3", "signal 9 (SIGKILL)", "the
  * out-of-memory killer (signal 9, SIGKILL)". */
 void dt_exit_describe(const struct dt_task_exit *e, char *buf, size_t len);
@@ -66,11 +78,10 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len);
 
 /*
  * The step's record, as JSON (a malloc'd string, or NULL without memory):
- * STEP_ID ("JOB.STEP"), how the step ended (ENDED: "failed", "completed",
- * ...), the first failure, how many tasks it stopped, and every exit
- * heard.
+ * STEP_ID ("JOB.STEP"), how the step ended ("failed", "completed", or
+ * what Slurm stopped it for), the first failure, how many tasks it
+ * stopped, and every exit heard.
  */
-char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id,
-			 const char *ended);
+char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id);
 
 #endif

@@ -25,7 +25,7 @@
 #include "../common/exit_record.h"
 #include "../common/net.h"
 
-/* Sending one record: connecting and writing, at most. */
+/* Sending one record and hearing srun's answer, at most. */
 #define SEND_MS 1000
 
 static uint64_t wall_ms(void)
@@ -144,12 +144,17 @@ static bool killed_for_memory(uint32_t local_id)
 	return false;
 }
 
-/* In the child, as the job's user: send RECORD; exits 0 once sent. */
+/*
+ * In the child, as the job's user: send RECORD, and wait for srun's answer
+ * (srun names a failed task before slurmstepd tells it the task ended);
+ * exits 0 once answered.
+ */
 static void send_as_user(const struct plugin_state *st, const char *record,
 			 size_t len)
 {
 	uint64_t deadline = now_ms() + SEND_MS;
 	const char *why;
+	char answer[8];
 	gid_t gid = st->job_gid;
 	int fd;
 
@@ -158,9 +163,9 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
 		_exit(2);
 	fd = net_connect(st->report_host, st->report_port, deadline, &why);
-	if (fd < 0)
+	if (fd < 0 || !net_send_all(fd, record, len, deadline))
 		_exit(1);
-	_exit(net_send_all(fd, record, len, deadline) ? 0 : 1);
+	_exit(net_read_line(fd, deadline, answer, sizeof(answer)) == 0 ? 0 : 1);
 }
 
 void report_task_exit(spank_t sp, struct plugin_state *st)

@@ -36,7 +36,7 @@ static struct {
 	int listen_fd;
 	int wake[2];		/* written by watch_finish: stop */
 	pthread_t thread;
-	pthread_mutex_t lock;
+	/* Only the thread changes it, until watch_finish joins it. */
 	struct dt_exit_tally tally;
 	uint8_t key[DT_SECRET_LEN];
 	uint32_t job_id, step_id;
@@ -44,8 +44,7 @@ static struct {
 	bool cause_said;
 	char record_dir[DT_HELPER_PATH_MAX];
 	bool record_off;
-} watch = { .listen_fd = -1, .wake = { -1, -1 },
-	    .lock = PTHREAD_MUTEX_INITIALIZER };
+} watch = { .listen_fd = -1, .wake = { -1, -1 } };
 
 /*
  * Stop every task of the step, on every node, through slurmctld (the
@@ -91,6 +90,70 @@ static void stop_step(void)
 	}
 }
 
+/*
+ * Whether Slurm itself is ending the job (time limit, preemption, scancel
+ * of the job, a requeue), so that its tasks' ends are no task's failure:
+ * slurmctld marks the job before it has its tasks signalled. A step
+ * cancelled alone (scancel JOB.STEP) leaves the job running: not seen.
+ */
+static bool stopped_by_slurm(const char **by, const char **ended)
+{
+	__typeof__(slurm_load_job) *load;
+	__typeof__(slurm_free_job_info_msg) *release;
+	job_info_msg_t *msg = NULL;
+	uint32_t state;
+	int rc;
+
+	*(void **)&load = dlsym(RTLD_DEFAULT, "slurm_load_job");
+	*(void **)&release = dlsym(RTLD_DEFAULT, "slurm_free_job_info_msg");
+	if (!load || !release)
+		return false;
+#if defined(DT_LOAD_JOB_BY_STEP_ID)
+	{
+		slurm_step_id_t id = { .job_id = watch.job_id,
+				       .step_id = NO_VAL,
+				       .step_het_comp = NO_VAL };
+
+		rc = load(&msg, id, SHOW_ALL);
+	}
+#else
+	rc = load(&msg, watch.job_id, SHOW_ALL);
+#endif
+	if (rc != 0 || !msg || msg->record_count < 1) {
+		if (msg)
+			release(msg);
+		return false;
+	}
+	state = msg->job_array[0].job_state;
+	release(msg);
+	*by = NULL;
+	switch (state & JOB_STATE_BASE) {
+	case JOB_TIMEOUT:
+		*by = "its time limit", *ended = "timeout";
+		break;
+	case JOB_PREEMPTED:
+		*by = "preemption", *ended = "preempted";
+		break;
+	case JOB_CANCELLED:
+		*by = "scancel", *ended = "cancelled";
+		break;
+	case JOB_DEADLINE:
+		*by = "its deadline", *ended = "deadline";
+		break;
+	case JOB_NODE_FAIL:
+		*by = "a node failure", *ended = "node_fail";
+		break;
+	case JOB_PENDING:
+		*by = "a requeue (preemption, or scontrol requeue)";
+		*ended = "requeued";
+		break;
+	}
+	if (!*by && (state & JOB_REQUEUE))
+		*by = "a requeue (preemption, or scontrol requeue)",
+		*ended = "requeued";
+	return *by != NULL;
+}
+
 static void say_cause(void)
 {
 	char cause[512];
@@ -101,12 +164,18 @@ static void say_cause(void)
 	}
 }
 
-/* One connection's record, if it is one of this step's. */
+/*
+ * One connection's record, if it is one of this step's. The answer lets
+ * its slurmstepd go on, and tell srun the task's end in Slurm's own way:
+ * after this line, so that the cause comes first.
+ */
 static void hear_one(int fd)
 {
 	char line[DT_EXIT_RECORD_MAX + 1];
 	struct dt_task_exit e;
-	int verdict = 0;
+	const char *by, *ended;
+	bool had_first = watch.tally.have_first;
+	int verdict;
 
 	if (net_read_line(fd, now_ms() + RECORD_WAIT_MS, line,
 			  sizeof(line)) != 0 ||
@@ -116,11 +185,16 @@ static void hear_one(int fd)
 			     "record of this step", watch.step_text);
 		return;
 	}
-	pthread_mutex_lock(&watch.lock);
 	verdict = dt_exit_tally_add(&watch.tally, &e);
+	/* The first failure: Slurm's doing, or the task's? */
+	if (!had_first && watch.tally.have_first &&
+	    stopped_by_slurm(&by, &ended)) {
+		dt_exit_tally_stopped_by(&watch.tally, by, ended);
+		verdict = 0;
+	}
 	if (verdict == 1)
 		say_cause();
-	pthread_mutex_unlock(&watch.lock);
+	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
 	if (verdict == 1)
 		stop_step();
 }
@@ -235,8 +309,7 @@ off:
 static void write_record(char *path, size_t len)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
-	char *json = dt_exit_tally_json(&watch.tally, watch.step_text,
-					"failed");
+	char *json = dt_exit_tally_json(&watch.tally, watch.step_text);
 	size_t n, done = 0;
 	int fd;
 

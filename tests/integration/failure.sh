@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 14
+plan 15
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -94,6 +94,24 @@ run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit
 check "... --dist-train=fail-fast turns it back on (${took} s)" \
 	eval 'test "$(echo "$took < 30" | bc)" = 1 && grep -q "rank 1 failed first" "$ERR"' || show_output
 set_plugin_args
+
+# Slurm ends the job (here scancel; a time limit or preemption alike):
+# its tasks' ends are no task's failure.
+timeout -k 10 120 "$DT_CLUSTER" run srun -N2 -n4 --dist-train sleep 60 > "$OUT" 2> "$ERR" &
+runner=$!
+job_id=
+for _ in $(seq 100); do
+	job_id=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
+	[ -n "$job_id" ] && break
+	sleep 0.1
+done
+sleep 1
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${job_id%.*}"
+wait $runner
+check "scancel of the job: srun says Slurm stopped it, blames no task, records \"cancelled\"" \
+	eval 'grep -q "dist-train: the step was stopped by scancel, not by a task" "$ERR" &&
+	      ! grep -q "failed first" "$ERR" &&
+	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$job_id.json"' || show_output
 
 # A record folder the user names.
 mkdir -p "$JOBS/records" && chown "$(stat -c %u "$JOBS")" "$JOBS/records"

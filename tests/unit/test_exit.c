@@ -151,6 +151,31 @@ static void test_elastic_minimum(void)
 	dt_exit_tally_free(&t);
 }
 
+/* Slurm stops the step (time limit, preemption, scancel): no task is the
+ * cause. */
+static void test_stopped_by_slurm(void)
+{
+	struct dt_exit_tally t;
+	struct dt_task_exit a = task(3, 1, SIGNALED(SIGTERM));
+	struct dt_task_exit b = task(0, 0, SIGNALED(SIGTERM));
+	char line[512], *json;
+
+	CU_ASSERT_FATAL(dt_exit_tally_init(&t, 4, 2, 0, true, false) == 0);
+	CU_ASSERT_EQUAL(dt_exit_tally_add(&t, &a), 1);
+	dt_exit_tally_stopped_by(&t, "its time limit", "timeout");
+	CU_ASSERT_EQUAL(dt_exit_tally_add(&t, &b), 0);
+	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
+	CU_ASSERT_STRING_EQUAL(line, "the step was stopped by its time "
+			       "limit, not by a task: 2 of its 4 tasks ended "
+			       "(the first, rank 3 on n2, by signal 15 "
+			       "(SIGTERM))");
+	json = dt_exit_tally_json(&t, "9.0");
+	CU_ASSERT_FATAL(json != NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"ended\": \"timeout\""));
+	free(json);
+	dt_exit_tally_free(&t);
+}
+
 static void test_describe(void)
 {
 	struct dt_task_exit e = task(0, 0, SIGNALED(SIGKILL));
@@ -180,11 +205,12 @@ static void test_record_json(void)
 	CU_ASSERT_FATAL(dt_exit_tally_init(&t, 8, 4, 0, true, false) == 0);
 	dt_exit_tally_add(&t, &bad);
 	dt_exit_tally_add(&t, &victim);
-	json = dt_exit_tally_json(&t, "17.0", "failed");
+	json = dt_exit_tally_json(&t, "17.0");
 	CU_ASSERT_FATAL(json != NULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"step\": \"17.0\""));
 	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"first_failure\": {\"rank\": 5"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"stopped\": 7"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"ended\": \"failed\""));
 	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"exit_code\": null, "
 				      "\"signal\": 9"));
 	free(json);
@@ -197,6 +223,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_first_failure_stops),
 	UNIT_TEST(test_fail_fast_off),
 	UNIT_TEST(test_elastic_minimum),
+	UNIT_TEST(test_stopped_by_slurm),
 	UNIT_TEST(test_describe),
 	UNIT_TEST(test_record_json),
 };
