@@ -58,7 +58,7 @@ struct plugin_state {
 	/* slurm_spank_init: plugstack.conf arguments. */
 	struct dt_config site;
 	bool site_ok;
-	char site_error[640];
+	char site_error[1024];
 
 	/* Option callbacks: the last --dist-train value seen. */
 	bool option_seen;

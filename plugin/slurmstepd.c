@@ -224,7 +224,7 @@ int slurmstepd_user_init(spank_t sp)
 	 */
 	if (!st->site_ok) {
 		snprintf(err, sizeof(err), "--dist-train is unavailable: "
-			 "plugstack.conf on this node is wrong (%.600s); ask "
+			 "plugstack.conf on this node is wrong (%.880s); ask "
 			 "your administrator to fix it", st->site_error);
 		goto fail;
 	}
