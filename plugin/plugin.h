@@ -47,6 +47,8 @@
 #define DT_RANK0_HOST_ENV "SLURM_DIST_TRAIN_RANK0_HOST" /* -m arbitrary */
 /* The port of srun's host where srun hears how tasks end (watch.c). */
 #define DT_WATCH_PORT_ENV "SLURM_DIST_TRAIN_WATCH_PORT"
+/* Where the step's records go, for the tasks too (an absolute path). */
+#define DT_RECORD_DIR_ENV "SLURM_DIST_TRAIN_RECORD_DIR"
 /* The secret a user exports for dist-train exec: not for the program. */
 #define DT_USER_SECRET_ENV "DIST_TRAIN_STEP_SECRET"
 

@@ -246,6 +246,23 @@ static void *watch_loop(void *arg)
 	return NULL;
 }
 
+/*
+ * The step's record folder, as an absolute path, for the tasks: where the
+ * Python hook has NCCL's flight recorder dump (helper/python).
+ */
+static void pass_record_dir(void)
+{
+	char *dir;
+
+	unsetenv(DT_RECORD_DIR_ENV);
+	if (watch.record_off)
+		return;
+	dir = realpath(watch.record_dir[0] ? watch.record_dir : ".", NULL);
+	if (dir)
+		setenv(DT_RECORD_DIR_ENV, dir, 1);
+	free(dir);
+}
+
 int watch_start(spank_t sp, const struct dt_config *cfg)
 {
 	uint32_t nodes, tasks;
@@ -286,6 +303,7 @@ int watch_start(spank_t sp, const struct dt_config *cfg)
 	watch.running = true;
 	snprintf(port, sizeof(port), "%u", p);
 	setenv(DT_WATCH_PORT_ENV, port, 1);
+	pass_record_dir();
 	return 0;
 off:
 	/* The step runs as before: without fail-fast or a record. */
@@ -302,6 +320,7 @@ off:
 	watch.wake[0] = watch.wake[1] = -1;
 	dt_exit_tally_free(&watch.tally);
 	unsetenv(DT_WATCH_PORT_ENV);
+	unsetenv(DT_RECORD_DIR_ENV);
 	return 0;
 }
 

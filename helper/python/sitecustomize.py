@@ -18,6 +18,13 @@
 #   unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
 #   store only; torchrun's agent and workers make theirs without reading
 #   it. So a TCPStore that fails for want of libuv is made again without.
+# - NCCL's flight recorder: unless the user set them, a buffer of each
+#   rank's last collectives, dumped when one times out, to
+#   dist-train-JOB.STEP.nccl-rank-N in the step's record folder (srun's
+#   working directory, or record=DIR; none with record=off), so that a
+#   hung collective leaves behind what each rank was doing. Both names of
+#   each variable are set: torch 2.x's TORCH_NCCL_* and the TORCH_FR_* of
+#   later releases (torch 1.13 has no flight recorder and ignores them).
 #
 # It then runs the sitecustomize it hides, if any.
 import sys
@@ -156,6 +163,29 @@ class _TorchDistributedFinder:
         return spec
 
 
+# Each group: the names of one setting across torch releases, its value.
+_FLIGHT_RECORDER = (
+    (("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"), "2000"),
+    (("TORCH_NCCL_DUMP_ON_TIMEOUT",), "1"),
+    (("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"), None),
+)
+
+
+def _flight_recorder():
+    import os
+
+    folder = os.environ.get("SLURM_DIST_TRAIN_RECORD_DIR")
+    step = os.environ.get("DIST_TRAIN_STEP")
+    if not folder or not step:
+        return
+    dump = os.path.join(folder, "dist-train-%s.nccl-rank-" % step)
+    for names, value in _FLIGHT_RECORDER:
+        if any(name in os.environ for name in names):
+            continue
+        for name in names:
+            os.environ[name] = dump if value is None else value
+
+
 def _run_hidden_sitecustomize():
     import importlib.machinery
     import importlib.util
@@ -171,4 +201,5 @@ def _run_hidden_sitecustomize():
 
 if not any(isinstance(f, _TorchDistributedFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _TorchDistributedFinder())
+_flight_recorder()
 _run_hidden_sitecustomize()

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 15
+plan 17
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -153,6 +153,17 @@ wait $runner
 rc=$?
 check "forged records sent to srun's port ($forged): the step runs to its end, nothing stopped" \
 	eval '[ $rc = 0 ] && [ "$forged" = FORGED ] && ! grep -q "failed first" "$ERR"' || show_output
+
+# NCCL's flight recorder, set up by the Python hook for a collective that
+# times out: dumps go to the step's record folder; the user's settings win.
+show_fr='import os; print("FR", *[os.environ.get(n, "-") for n in ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE")])'
+job srun -N1 -n1 --dist-train python3 -c "$show_fr"
+check "the flight recorder's variables point at the record folder" \
+	grep -qE "^FR 2000 2000 1 $JOBS/dist-train-[0-9]+\.[0-9]+\.nccl-rank-$" "$OUT" || show_output
+job env TORCH_FR_BUFFER_SIZE=5 TORCH_NCCL_DUMP_ON_TIMEOUT=0 srun -N1 -n1 \
+	--dist-train=record=off python3 -c "$show_fr"
+check "... the user's own win, and record=off sets no dump file" \
+	grep -qx "FR - 5 0 -" "$OUT" || show_output
 
 check "no node is drained" no_drained_node
 finish

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 14
+plan 16
 
 job_file tr.py <<'EOF'
 import os
@@ -79,21 +79,32 @@ check "... its workers saw the restart and resumed from the snapshot" \
 	eval '[ "$(grep -c "start rank=[0-5] world=6 host=n[1-3] restart=[01] requeue=0 epoch=[1-9]" "$OUT")" = 6 ] &&
 	      grep -q "start rank=[0-5] world=6 host=n[1-3] restart=1 requeue=0 epoch=[1-9]" "$OUT"' || show_output
 
-# Below the minimum: the step ends, and says why.
-rm -f "$JOBS"/snap.pt*
-start=$(date +%s)
-timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=15,last_call_timeout=3 \
-	srun --no-kill -N4 --ntasks-per-node=1 -c2 \
-	--dist-train=torchrun,elastic=3:4,restarts=3 \
-	torchrun train_elastic.py --snapshot "$JOBS/snap.pt" --epochs 60 \
-	--epoch-seconds 0.5 > "$OUT" 2> "$ERR" &
-runner=$!
-if wait_for 'epoch 3/60' "$OUT" 120; then
-	lose_node n3 n4
-fi
-wait $runner
-rc=$? took=$(( $(date +%s) - start ))
-check "elastic 3:4 with 2 nodes left: the step fails, in bounded time (${took} s)" \
+# Below the minimum: the step ends, and says why. srun stops it as soon as
+# fewer than MIN nodes are left (fail-fast); with fail-fast=no, the agents
+# left fail at their rendezvous's join timeout, and slurmstepd says what
+# ends elastic training.
+below_minimum() { # SETTINGS
+	rm -f "$JOBS"/snap.pt*
+	start=$(date +%s)
+	timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=15,last_call_timeout=3 \
+		srun --no-kill -N4 --ntasks-per-node=1 -c2 \
+		--dist-train=torchrun,elastic=3:4,restarts=3$1 \
+		torchrun train_elastic.py --snapshot "$JOBS/snap.pt" --epochs 60 \
+		--epoch-seconds 0.5 > "$OUT" 2> "$ERR" &
+	runner=$!
+	if wait_for 'epoch 3/60' "$OUT" 120; then
+		lose_node n3 n4
+	fi
+	wait $runner
+	rc=$? took=$(( $(date +%s) - start ))
+}
+below_minimum ""
+check "elastic 3:4 with 2 nodes left: srun stops the step (${took} s)" \
+	test $rc != 0 -a "$took" -lt 180
+check "... and says so first: 2 of 4 nodes failed, fewer than elastic's minimum" \
+	eval 'grep -m1 error "$ERR" | grep -qE "dist-train: the torchrun agent of node [23] failed first, on n[34] \(local rank 0\): signal 9 \(SIGKILL\), .*; 2 of 4 nodes failed, fewer than elastic.s minimum of 3 are left: stopping the 2 other agents still running"' || show_output
+below_minimum ",fail-fast=no"
+check "fail-fast=no, elastic 3:4 with 2 nodes left: the step fails, in bounded time (${took} s)" \
 	test $rc != 0 -a "$took" -lt 180
 # srun shows slurmstepd's errors as "slurmstepd-NODE: error: ..." up to
 # Slurm 24.11, and as "[TIMESTAMP] error: ..." from 26.05 on.
