@@ -28,16 +28,19 @@ time.sleep(int(os.environ.get("HOLD", "120")))
 EOF
 
 # run_step SECONDS_VAR ARGS...: srun ARGS as the cluster's user; the
-# seconds it took in the named variable.
+# seconds it took in the named variable (awk: not every stack has bc).
 run_step() {
 	local var=$1 start
 	shift
 	start=$(date +%s.%N)
 	job "$@"
 	local rc=$?
-	printf -v "$var" '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)"
+	printf -v "$var" '%s' "$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
 	return $rc
 }
+
+under() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t < n) }'; }
+at_least() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t >= n) }'; }
 
 # The first line of stderr that reports an error, and the cause lines.
 first_error() { grep -m1 -E 'error' "$ERR"; }
@@ -49,7 +52,7 @@ rm -f "$JOBS"/dist-train-*.json
 run_step took srun -N4 -n8 --dist-train python3 ./fail.py exit3
 diag "rank 5 exited 3: the step ended after ${took} s (rank 5 exits after about 2 s, the others would sleep 120 s)"
 check "rank 5 exits 3: the step ends long before the others' 120 s (${took} s)" \
-	test "$(echo "$took < 60" | bc)" = 1 || show_output
+	under "$took" 60 || show_output
 check "... the first error line names rank 5, its node, exit code 3, and 7 ranks stopped" \
 	eval 'first_error | grep -q "dist-train: rank 5 failed first, on n[0-9]* (local rank [0-9]*): exit code 3, [0-9.]* s after the start; stopping the 7 other ranks still running"' || show_output
 check "... once" test "$(causes)" = 1 || show_output
@@ -64,7 +67,7 @@ assert r[\"stopped\"] == 7 and r[\"exits_heard\"] == 8, r
 
 run_step took srun -N4 -n8 --dist-train python3 ./fail.py kill
 check "rank 5 killed by SIGKILL: the step ends (${took} s), naming the signal" \
-	eval 'test "$(echo "$took < 60" | bc)" = 1 &&
+	eval 'under "$took" 60 &&
 	      first_error | grep -q "dist-train: rank 5 failed first, on n[0-9]* (local rank [0-9]*): signal 9 (SIGKILL), "' || show_output
 
 # The out-of-memory killer: the plugin reads the task's memory cgroup,
@@ -79,7 +82,7 @@ rm -f "$JOBS"/dist-train-*.json
 run_step took srun -N4 -n8 --dist-train=fail-fast=no,record=off env HOLD=8 \
 	python3 ./fail.py exit3
 check "fail-fast=no: the others run to their end (${took} s, they sleep 8 s)" \
-	eval 'test "$(echo "$took >= 8" | bc)" = 1 && ! grep -q "stopping the" "$ERR"' || show_output
+	eval 'at_least "$took" 8 && ! grep -q "stopping the" "$ERR"' || show_output
 check "... the cause is still named once, at the end" \
 	eval 'grep -q "dist-train: rank 5 failed first, .*exit code 3, .*1 task failed in all" "$ERR" && test "$(causes)" = 1' || show_output
 check "... and record=off writes no record" \
@@ -89,10 +92,10 @@ check "... and record=off writes no record" \
 set_plugin_args fail-fast=no
 run_step took srun -N2 -n2 --dist-train sh -c '[ "$RANK" = 1 ] && exit 4; sleep 6'
 check "site fail-fast=no: the other task runs on (${took} s)" \
-	eval 'test "$(echo "$took >= 6" | bc)" = 1' || show_output
+	eval 'at_least "$took" 6' || show_output
 run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit 4; sleep 60'
 check "... --dist-train=fail-fast turns it back on (${took} s)" \
-	eval 'test "$(echo "$took < 30" | bc)" = 1 && grep -q "rank 1 failed first" "$ERR"' || show_output
+	eval 'under "$took" 30 && grep -q "rank 1 failed first" "$ERR"' || show_output
 set_plugin_args
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
