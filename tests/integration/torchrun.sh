@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 16
+plan 17
 
 job_file tr.py <<'EOF'
 import os
@@ -69,9 +69,18 @@ runner=$!
 if wait_for 'epoch 3/30' "$OUT" 120; then
 	lose_node n4
 fi
+# When training finished (rank 0's last line), and when the step ended.
+done_at=
+while kill -0 $runner 2>/dev/null; do
+	[ -z "$done_at" ] && grep -q 'done: [0-9]* epochs' "$OUT" 2>/dev/null && done_at=$(date +%s.%N)
+	sleep 0.1
+done
 wait $runner
+after_done=$(awk -v a="${done_at:-0}" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 check "elastic 2:4: training finishes after losing node n4" \
 	grep -q 'done: 30 epochs, final world 6' "$OUT" || show_output
+check "... and the step ends within seconds of it (${after_done} s)" \
+	eval '[ -n "$done_at" ] && awk -v t="$after_done" "BEGIN { exit !(t < 30) }"' || show_output
 # TORCHELASTIC_RESTART_COUNT counts an agent's own restarts: with torch
 # 1.13 every agent counts the one that follows a lost node; from 2.x on
 # only those whose workers failed do, the others re-form without counting.
