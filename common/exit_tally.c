@@ -158,6 +158,9 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 			 "than elastic's minimum of %u are left: stopping "
 			 "the %u other %s still running", t->n_nodes_lost,
 			 t->nodes, t->min_nodes, t->running_at_stop, others);
+	else if (t->stopping && t->running_at_stop == 0)
+		snprintf(after, sizeof(after), "no other task was still "
+			 "running");
 	else if (t->stopping)
 		snprintf(after, sizeof(after), "stopping the %u other %s "
 			 "still running (--dist-train=fail-fast=no lets them "

@@ -74,15 +74,16 @@ void report_setup(spank_t sp, struct plugin_state *st, char **env)
 	st->report_on = true;
 }
 
-/* The "oom_kill N" count of a cgroup's memory events file; 0 if none. */
-static unsigned long oom_kills(const char *path)
+/* The "oom_kill N" count of a cgroup's memory events file, or -1 where
+ * there is no such file. */
+static long oom_kills(const char *path)
 {
 	char buf[4096], *p;
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
-		return 0;
+		return -1;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
@@ -91,16 +92,26 @@ static unsigned long oom_kills(const char *path)
 	p = strstr(buf, "oom_kill ");
 	if (!p || (p != buf && p[-1] != '\n'))
 		return 0;
-	return strtoul(p + strlen("oom_kill "), NULL, 10);
+	return strtol(p + strlen("oom_kill "), NULL, 10);
+}
+
+/* The task's own count where Slurm gave it a cgroup, else its step's. */
+static bool counted(const char *task_path, const char *step_path)
+{
+	long n = oom_kills(task_path);
+
+	return n > 0 || (n < 0 && oom_kills(step_path) > 0);
 }
 
 /*
- * Whether the task's or its step's memory cgroup counted an out-of-memory
- * kill: where Slurm confines memory (task/cgroup), cgroup v2 or v1.
+ * Whether the out-of-memory killer ended the task, as its memory cgroup
+ * counts: where Slurm confines memory (task/cgroup), on cgroup v2 or v1.
+ * Only Slurm's own cgroups of the step are read (a path with job_ and
+ * step_), never one that other processes share.
  */
 static bool killed_for_memory(uint32_t local_id)
 {
-	char self[4096], path[4400], *line, *save = NULL, *slash;
+	char self[4096], task[4400], step[4400], *line, *save = NULL, *cut;
 	ssize_t n;
 	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 
@@ -113,33 +124,32 @@ static bool killed_for_memory(uint32_t local_id)
 	self[n] = '\0';
 	for (line = strtok_r(self, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
+		const char *rel;
+
+		if (!strstr(line, "/job_") || !strstr(line, "/step_"))
+			continue;
 		if (!strncmp(line, "0::/", 4)) {
 			/* v2: slurmstepd in STEP/slurm, tasks in
 			 * STEP/user/task_N. */
-			slash = strrchr(line + 3, '/');
-			if (!slash || slash == line + 3)
-				continue;
-			*slash = '\0';
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/user/"
-				 "task_%u/memory.events", line + 3, local_id);
-			if (oom_kills(path))
-				return true;
-			snprintf(path, sizeof(path),
-				 "/sys/fs/cgroup%s/memory.events", line + 3);
-			if (oom_kills(path))
-				return true;
-		} else if ((slash = strstr(line, ":memory:/"))) {
-			const char *rel = slash + strlen(":memory:");
-
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+			rel = line + 3;
+			cut = strrchr(line, '/');
+			*cut = '\0';
+			snprintf(task, sizeof(task), "/sys/fs/cgroup%s/user/"
+				 "task_%u/memory.events", rel, local_id);
+			snprintf(step, sizeof(step),
+				 "/sys/fs/cgroup%s/memory.events", rel);
+		} else if ((cut = strstr(line, ":memory:/"))) {
+			/* v1: the step's folder, tasks in task_N. */
+			rel = cut + strlen(":memory:");
+			snprintf(task, sizeof(task), "/sys/fs/cgroup/memory%s/"
 				 "task_%u/memory.oom_control", rel, local_id);
-			if (oom_kills(path))
-				return true;
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/"
+			snprintf(step, sizeof(step), "/sys/fs/cgroup/memory%s/"
 				 "memory.oom_control", rel);
-			if (oom_kills(path))
-				return true;
+		} else {
+			continue;
 		}
+		if (counted(task, step))
+			return true;
 	}
 	return false;
 }

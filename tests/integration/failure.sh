@@ -39,6 +39,19 @@ run_step() {
 	return $rc
 }
 
+# bg_step ARGS...: srun ARGS in the background as the cluster's user
+# (runner: its pid), back once its step runs (step_now: JOB.STEP).
+bg_step() {
+	timeout -k 10 120 "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
+	runner=$!
+	step_now=
+	for _ in $(seq 100); do
+		step_now=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
+		[ -n "$step_now" ] && break
+		sleep 0.1
+	done
+}
+
 under() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t < n) }'; }
 at_least() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t >= n) }'; }
 
@@ -100,21 +113,14 @@ set_plugin_args
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
 # its tasks' ends are no task's failure.
-timeout -k 10 120 "$DT_CLUSTER" run srun -N2 -n4 --dist-train sleep 60 > "$OUT" 2> "$ERR" &
-runner=$!
-job_id=
-for _ in $(seq 100); do
-	job_id=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
-	[ -n "$job_id" ] && break
-	sleep 0.1
-done
+bg_step -N2 -n4 --dist-train sleep 60
 sleep 1
-SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${job_id%.*}"
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
 wait $runner
 check "scancel of the job: srun says Slurm stopped it, blames no task, records \"cancelled\"" \
 	eval 'grep -q "dist-train: the step was stopped by scancel, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
-	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$job_id.json"' || show_output
+	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json"' || show_output
 
 # A record folder the user names.
 mkdir -p "$JOBS/records" && chown "$(stat -c %u "$JOBS")" "$JOBS/records"
@@ -139,14 +145,7 @@ for port, line in [(int(p), l) for p in sys.argv[2:] for l in forged]:
         pass
 print("FORGED")
 EOF
-timeout -k 10 120 "$DT_CLUSTER" run srun -N2 -n2 --dist-train sleep 6 > "$OUT" 2> "$ERR" &
-runner=$!
-step_now=
-for _ in $(seq 100); do
-	step_now=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
-	[ -n "$step_now" ] && break
-	sleep 0.1
-done
+bg_step -N2 -n2 --dist-train sleep 6
 # Every socket srun listens on (Slurm's own are ephemeral too).
 srun_pid=$(pgrep -u "$(id -u dttest)" -x srun | head -1)
 port=$(ss -H -ltnp 2>/dev/null |

@@ -116,6 +116,21 @@ static void test_first_failure_stops(void)
 	dt_exit_tally_free(&t);
 }
 
+static void test_last_one_running(void)
+{
+	struct dt_exit_tally t;
+	struct dt_task_exit bad = task(0, 0, SIGNALED(SIGABRT));
+	char line[512];
+
+	CU_ASSERT_FATAL(dt_exit_tally_init(&t, 1, 1, 0, true, false) == 0);
+	CU_ASSERT_EQUAL(dt_exit_tally_add(&t, &bad), 1);
+	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
+	CU_ASSERT_STRING_EQUAL(line, "rank 0 failed first, on n1 (local rank "
+			       "0): signal 6 (SIGABRT), 2.0 s after the "
+			       "start; no other task was still running");
+	dt_exit_tally_free(&t);
+}
+
 static void test_fail_fast_off(void)
 {
 	struct dt_exit_tally t;
@@ -221,6 +236,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_record_round_trip),
 	UNIT_TEST(test_record_refused),
 	UNIT_TEST(test_first_failure_stops),
+	UNIT_TEST(test_last_one_running),
 	UNIT_TEST(test_fail_fast_off),
 	UNIT_TEST(test_elastic_minimum),
 	UNIT_TEST(test_stopped_by_slurm),
