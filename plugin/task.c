@@ -180,8 +180,16 @@ int task_init(spank_t sp)
 	int local_rank, rc = -1;
 	bool barrier;
 
-	if (!st->node_active)
+	if (!st->node_active) {
+		/* srun gave the step the environment and this node did not
+		 * (its plugstack.conf differs): the program still never sees
+		 * what srun passed for the plugin alone. */
+		take_secret(sp, secret);
+		explicit_bzero(secret, sizeof(secret));
+		spank_unsetenv(sp, DT_RANK0_HOST_ENV);
+		spank_unsetenv(sp, DT_WATCH_PORT_ENV);
 		return 0;
+	}
 	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
 		envp = NULL;
 	plugin_node_name(envp, task_node, sizeof(task_node));

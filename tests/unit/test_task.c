@@ -339,6 +339,16 @@ static void test_secret_taken_out(void)
 	CU_ASSERT_PTR_NULL(env_value(DT_USER_SECRET_ENV));
 	teardown_task();
 
+	/* A node that does not give the step the environment, where srun
+	 * did (plugstack.conf differs): out all the same, nothing set. */
+	setup_task();
+	task_env[4] = DT_SECRET_ENV "=" SECRET;
+	mock_state.node_active = false;
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	CU_ASSERT_PTR_NULL(env_value("RANK"));
+	teardown_task();
+
 	/* A node that failed before any task: out all the same. */
 	setup_task();
 	task_env[4] = DT_SECRET_ENV "=" SECRET;
