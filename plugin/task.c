@@ -183,9 +183,9 @@ int task_init(spank_t sp)
 	if (!st->node_active) {
 		/* srun gave the step the environment and this node did not
 		 * (its plugstack.conf differs): the program still never sees
-		 * what srun passed for the plugin alone. */
-		take_secret(sp, secret);
-		explicit_bzero(secret, sizeof(secret));
+		 * what srun passed for the plugin alone (a secret the user
+		 * exported for dist-train exec stays theirs). */
+		spank_unsetenv(sp, DT_SECRET_ENV);
 		spank_unsetenv(sp, DT_RANK0_HOST_ENV);
 		spank_unsetenv(sp, DT_WATCH_PORT_ENV);
 		return 0;

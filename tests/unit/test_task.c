@@ -343,9 +343,11 @@ static void test_secret_taken_out(void)
 	 * did (plugstack.conf differs): out all the same, nothing set. */
 	setup_task();
 	task_env[4] = DT_SECRET_ENV "=" SECRET;
+	task_env[5] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
 	mock_state.node_active = false;
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
 	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	CU_ASSERT_STRING_EQUAL(env_value(DT_USER_SECRET_ENV), OTHER_SECRET);
 	CU_ASSERT_PTR_NULL(env_value("RANK"));
 	teardown_task();
 
