@@ -228,5 +228,35 @@ diag < "$work/srun.out"
 check "$((ngpu + 1)) tasks on $ngpu GPU(s) under srun: refused, naming share-gpus" \
 	eval '[ $rc != 0 ] && grep -q "share-gpus" "$work/srun.out"'
 
+# 14. NCCL's flight recorder, as the plugin's Python hook sets it up: an
+# all-reduce held behind a spinning kernel times out (8 s), and the rank's
+# dump lands in the step's record folder, the hung collective "scheduled".
+if [ -n "$py" ]; then
+	rm -f "$DT_CLUSTER_DIR"/jobs/dist-train-*.nccl-rank-*
+	srun_job --gres=gpu:1 --dist-train "$py" -c '
+import datetime, os, torch, torch.distributed as dist
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=8))
+t = torch.ones(4, device="cuda")
+dist.all_reduce(t)
+torch.cuda.synchronize()
+torch.cuda._sleep(int(2e11))
+dist.all_reduce(t)
+t.cpu()'
+	grep "dist-train" "$work/srun.out" | diag
+	dump=$(ls "$DT_CLUSTER_DIR"/jobs/dist-train-*.nccl-rank-0 2>/dev/null | head -n 1)
+	"$py" -c '
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+for e in d["entries"]:
+    print("entry", e["collective_seq_id"], e["profiling_name"], e["state"])' "$dump" > "$work/fr.out" 2>&1
+	diag < "$work/fr.out"
+	check "a collective that times out leaves the flight recorder's dump in the record folder" \
+		eval 'grep -q "^entry 2 nccl:all_reduce scheduled" "$work/fr.out" &&
+			grep -q "rank 0 failed first" "$work/srun.out"'
+else
+	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
+fi
+
 echo "1..$n"
 exit $((failed > 0))
