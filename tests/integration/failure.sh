@@ -40,14 +40,21 @@ run_step() {
 }
 
 # bg_step ARGS...: srun ARGS in the background as the cluster's user
-# (runner: its pid), back once its step runs (step_now: JOB.STEP).
+# (runner: its pid), back once its step runs (step_now: JOB.STEP, as its
+# rank 0 wrote it: squeue may still list an earlier step).
+job_file hold.sh <<'EOF'
+#!/bin/sh
+# Rank 0 says which step this is; every task then sleeps $1 seconds.
+[ "$SLURM_PROCID" = 0 ] && echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > .bg_step
+exec sleep "$1"
+EOF
 bg_step() {
+	rm -f "$JOBS/.bg_step"
 	timeout -k 10 120 "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
 	runner=$!
 	step_now=
-	for _ in $(seq 100); do
-		step_now=$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -o '%i' | head -1)
-		[ -n "$step_now" ] && break
+	for _ in $(seq 300); do
+		[ -s "$JOBS/.bg_step" ] && step_now=$(cat "$JOBS/.bg_step") && break
 		sleep 0.1
 	done
 }
@@ -113,7 +120,7 @@ set_plugin_args
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
 # its tasks' ends are no task's failure.
-bg_step -N2 -n4 --dist-train sleep 60
+bg_step -N2 -n4 --dist-train ./hold.sh 60
 sleep 1
 SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
 wait $runner
@@ -145,7 +152,7 @@ for port, line in [(int(p), l) for p in sys.argv[2:] for l in forged]:
         pass
 print("FORGED")
 EOF
-bg_step -N2 -n2 --dist-train sleep 6
+bg_step -N2 -n2 --dist-train ./hold.sh 6
 # Every socket srun listens on (Slurm's own are ephemeral too).
 srun_pid=$(pgrep -u "$(id -u dttest)" -x srun | head -1)
 port=$(ss -H -ltnp 2>/dev/null |
