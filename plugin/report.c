@@ -175,7 +175,8 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	fd = net_connect(st->report_host, st->report_port, deadline, &why);
 	if (fd < 0 || !net_send_all(fd, record, len, deadline))
 		_exit(1);
-	_exit(net_read_line(fd, deadline, answer, sizeof(answer)) == 0 ? 0 : 1);
+	/* Sent: srun heard it, even when its answer is late (3). */
+	_exit(net_read_line(fd, deadline, answer, sizeof(answer)) == 0 ? 0 : 3);
 }
 
 void report_task_exit(spank_t sp, struct plugin_state *st)
@@ -213,8 +214,10 @@ void report_task_exit(spank_t sp, struct plugin_state *st)
 		return;
 	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)
 		;
-	/* srun is gone or out of reach: the node's other tasks keep quiet. */
-	if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+	/* srun is gone or out of reach: the node's other tasks keep quiet.
+	 * A late answer (srun asking slurmctld, or busy with a stranger's
+	 * connection) is no reason to. */
+	if (!WIFEXITED(rc) || (WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 3)) {
 		dt_log_debug("step %s: srun at %s:%s did not hear how task %u "
 			     "ended (%s %d)", step_id, st->report_host,
 			     st->report_port, rank,
