@@ -49,6 +49,7 @@ lose_node() { # NODE...: kill its agent and workers, as a node crash would
 	for n in "$@"; do
 		pids+=" $(tr ' ' '\n' < "$JOBS/snap.pt.pids.$n")"
 	done
+	[ -n "${pids// /}" ] || diag "lose_node $*: no pids to kill"
 	kill -9 $pids 2>/dev/null
 }
 wait_for() { # PATTERN FILE SECONDS
@@ -60,6 +61,7 @@ wait_for() { # PATTERN FILE SECONDS
 	return 1
 }
 rm -f "$JOBS"/snap.pt*
+: > "$OUT"
 timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=60,last_call_timeout=3 \
 	srun --no-kill -N4 --ntasks-per-node=1 -c2 \
 	--dist-train=torchrun,elastic=2:4,restarts=3 \
@@ -94,6 +96,10 @@ check "... its workers saw the restart and resumed from the snapshot" \
 # ends elastic training.
 below_minimum() { # SETTINGS
 	rm -f "$JOBS"/snap.pt*
+	# Emptied here, not only by the redirection in the background job:
+	# wait_for could otherwise read the last run's "epoch 3/60".
+	: > "$OUT"
+	: > "$ERR"
 	start=$(date +%s)
 	timeout -k 10 240 "$DT_CLUSTER" run env PET_RDZV_CONF=join_timeout=15,last_call_timeout=3 \
 		srun --no-kill -N4 --ntasks-per-node=1 -c2 \
@@ -109,13 +115,13 @@ below_minimum() { # SETTINGS
 }
 below_minimum ""
 check "elastic 3:4 with 2 nodes left: srun stops the step (${took} s)" \
-	test $rc != 0 -a "$took" -lt 180
+	test $rc != 0 -a "$took" -lt 180 || show_output
 # (torch's agents may log their own errors about the lost nodes first.)
 check "... and says so: 2 of 4 nodes failed, fewer than elastic's minimum" \
 	eval 'grep -qE "dist-train: the torchrun agent of node [23] failed first, on n[34] \(local rank 0\): signal 9 \(SIGKILL\), .*; 2 of 4 nodes failed, fewer than elastic.s minimum of 3 are left: stopping the 2 other agents still running" "$ERR"' || show_output
 below_minimum ",fail-fast=no"
 check "fail-fast=no, elastic 3:4 with 2 nodes left: the step fails, in bounded time (${took} s)" \
-	test $rc != 0 -a "$took" -lt 180
+	test $rc != 0 -a "$took" -lt 180 || show_output
 # srun shows slurmstepd's errors as "slurmstepd-NODE: error: ..." up to
 # Slurm 24.11, and as "[TIMESTAMP] error: ..." from 26.05 on.
 check "... with a line saying what ends elastic training" \
