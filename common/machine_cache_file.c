@@ -1,9 +1,11 @@
 #include "config.h"
 
 #include "machine_cache_file.h"
+#include "admin_path.h"
 #include "error.h"
 #include "hwloc_machine.h"
 #include "machine_cache.h"
+#include "settings.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,17 +72,49 @@ int dt_node_fingerprint(char *buf, size_t len)
 	return n > 0 && (size_t)n < len && n < DT_FINGERPRINT_MAX ? 0 : -1;
 }
 
+/* PATH's folder, opened as common/admin_path.h says, and its last
+ * name: see dt_admin_dir_open for what is returned. */
+static int open_folder(const char *path, bool make, const char **name,
+		       char *err, size_t errlen)
+{
+	char dir[DT_HELPER_PATH_MAX];
+	const char *slash = strrchr(path, '/');
+
+	if (!slash || slash == path || !slash[1] ||
+	    (size_t)(slash - path) >= sizeof(dir)) {
+		dt_errf(err, errlen, "topology-cache=%s is not a path in a "
+			"folder: set topology-cache= in plugstack.conf to a "
+			"file such as /run/dist-train/machine, or to off",
+			path);
+		return -1;
+	}
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	*name = slash + 1;
+	return dt_admin_dir_open("topology-cache", dir, make, err, errlen);
+}
+
 int dt_machine_cache_read(const char *path, const char *fingerprint,
 			  struct dt_machine *whole, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	const char *name;
+	int dir = open_folder(path, false, &name, err, errlen);
+	int fd = -1;
 	struct stat st;
 	char *text = NULL;
 	size_t got = 0;
 	int rc = -1;
 
-	if (fd < 0)
+	if (dir == -2)
 		return 1;
+	if (dir < 0)
+		return -1;
+	fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+		    O_NONBLOCK);
+	if (fd < 0) {
+		rc = 1;
+		goto out;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
 	    (st.st_mode & 022)) {
 		dt_errf(err, errlen, "%s is not a file only root can write, "
@@ -112,50 +146,20 @@ int dt_machine_cache_read(const char *path, const char *fingerprint,
 	rc = dt_machine_parse(text, got, fingerprint, whole, err, errlen);
 out:
 	free(text);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
+	close(dir);
 	return rc;
-}
-
-/* PATH's folder, root's: made if missing, refused if anyone else's. */
-static int own_folder(const char *path, char *err, size_t errlen)
-{
-	char dir[4096];
-	char *slash;
-	struct stat st;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir) {
-		dt_errf(err, errlen, "topology-cache=%s is not a path in a "
-			"folder: set topology-cache= in plugstack.conf to a "
-			"file such as /run/dist-train/machine, or to off",
-			path);
-		return -1;
-	}
-	*slash = '\0';
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		dt_errf(err, errlen, "cannot make %s (%s): make it, or set "
-			"topology-cache= in plugstack.conf to another folder "
-			"or to off", dir, strerror(errno));
-		return -1;
-	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & 022)) {
-		dt_errf(err, errlen, "%s is not a folder only root can write: "
-			"make it root's, mode 755, or set topology-cache= in "
-			"plugstack.conf to another folder", dir);
-		return -1;
-	}
-	return 0;
 }
 
 int dt_machine_cache_write(const char *path, const char *fingerprint,
 			   struct dt_machine *whole, char *err, size_t errlen)
 {
-	char tmp[4200];
+	char tmp[DT_HELPER_PATH_MAX + 32];
+	const char *name;
 	char *text = NULL;
 	size_t len;
-	int fd = -1, rc = 1;
+	int dir = -1, fd = -1, rc = 1;
 
 	if (geteuid() != 0) {
 		dt_errf(err, errlen, "only root writes %s: run slurmd as root, "
@@ -164,14 +168,17 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	}
 	if (dt_machine_discover_whole(whole, err, errlen) < 0)
 		return -1;
-	/* From here on the discovery stands, saved or not. */
-	if (own_folder(path, err, errlen) < 0)
+	/* From here on the discovery stands, saved or not. The folder is
+	 * opened once and checked: nothing below can be swapped. */
+	dir = open_folder(path, true, &name, err, errlen);
+	if (dir < 0)
 		return 1;
 	len = dt_machine_format(whole, fingerprint, NULL, 0);
 	text = malloc(len + 1);
-	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	snprintf(tmp, sizeof(tmp), ".%s.%ld", name, (long)getpid());
 	if (!text || dt_machine_format(whole, fingerprint, text, len + 1) !=
-	    len || (fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+	    len || ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC |
+				 O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)) {
 		dt_errf(err, errlen, "cannot write %s (%s): free space there, "
 			"or set topology-cache= in plugstack.conf to another "
 			"folder or to off", path,
@@ -181,17 +188,18 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	/* Written through before it takes the name: a crash leaves the old
 	 * file or the new one, never an empty one. */
 	if (fchmod(fd, 0644) < 0 || write(fd, text, len) != (ssize_t)len ||
-	    fsync(fd) < 0 || rename(tmp, path) < 0) {
+	    fsync(fd) < 0 || renameat(dir, tmp, dir, name) < 0) {
 		dt_errf(err, errlen, "cannot write %s (%s): free space there, "
 			"or set topology-cache= in plugstack.conf to another "
 			"folder or to off", path, strerror(errno));
-		unlink(tmp);
+		unlinkat(dir, tmp, 0);
 		goto out;
 	}
 	rc = 0;
 out:
 	if (fd >= 0)
 		close(fd);
+	close(dir);
 	free(text);
 	return rc;
 }

@@ -40,7 +40,7 @@ if [ $keep = 0 ]; then
 	trap '"$cluster" stop' EXIT
 fi
 eval "$("$cluster" env)"
-install -m 0644 contrib/examples/train_ddp.py "${DT_CLUSTER_DIR:-/var/tmp/dist-train-cluster}/jobs/"
+install -m 0644 contrib/examples/train_ddp.py "${DT_CLUSTER_DIR:-/var/lib/dist-train-cluster}/jobs/"
 
 step "srun -N4 --ntasks-per-node=2 --gpus-per-node=2 --dist-train=verbose python3 train_ddp.py"
 echo "(each rank's 'dist-train: rank N on nodeX: ...' line shows what the plugin set for it)"

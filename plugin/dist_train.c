@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "plugin.h"
+#include "../common/admin_path.h"
 
 static struct plugin_state state;
 
@@ -36,7 +37,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	dt_config_init(&state.site);
 	state.site_ok = dt_config_parse_site(&state.site, ac, av,
 					     state.site_error,
-					     sizeof(state.site_error)) == 0;
+					     sizeof(state.site_error)) == 0 &&
+		dt_admin_paths_check(&state.site, state.site_error,
+				     sizeof(state.site_error)) == 0;
 	if (!state.site_ok) {
 		dt_config_init(&state.site);
 		/* Users hear of it when they ask for --dist-train. */

@@ -162,7 +162,7 @@ if [ -n "$why" ]; then
 	exit $((failed > 0))
 fi
 cluster=$top/contrib/cluster/dt-cluster
-export DT_CLUSTER_DIR=/var/tmp/dist-train-gpu DT_CLUSTER_PORT=17400 \
+export DT_CLUSTER_DIR=/var/lib/dist-train-gpu DT_CLUSTER_PORT=17400 \
 	DT_CLUSTER_NODES=1 DT_CLUSTER_GPUS=real DT_CLUSTER_CPUS=$(nproc) \
 	DT_CLUSTER_PLUGIN=$plugin DT_CLUSTER_HELPER=$dt \
 	DT_CLUSTER_WORKER_LIB=$build/helper/.libs/dist_train_worker.so \

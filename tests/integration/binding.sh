@@ -105,13 +105,14 @@ chmod 0666 "$cache"
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
 check "... one that is not root's alone is not believed: root's again, the same binding" \
 	eval '[ "$(stat -c %U:%a "$cache")" = root:644 ] && matches_plan "$JOBS/plan-2.json"' || show_output
-# A folder that is not root's is not written in; the node discovered for
-# the cache still serves the step.
+# A folder that is not root's: the plugin stays off (common/admin_path.h),
+# and srun says so before launch.
 rm -f "$cache"
 chown nobody "${cache%/*}"
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
-check "... in a folder that is not root's: nothing written there, the same binding" \
-	eval '[ ! -e "$cache" ] && matches_plan "$JOBS/plan-2.json"' || show_output
+check "... in a folder that is not root's: refused before launch, nothing written there" \
+	eval '[ ! -e "$cache" ] && [ ! -s "$OUT" ] &&
+	      grep -q "dist-train: --dist-train is unavailable: plugstack.conf is wrong (topology-cache=$cache: ${cache%/*} belongs to uid [0-9]*, not root: " "$ERR"' || show_output
 rm -rf "${cache%/*}"
 set_plugin_args topology-cache=off
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
@@ -119,16 +120,16 @@ check "topology-cache=off: discovered in every step, nothing written, the same b
 	eval '[ ! -e "${cache%/*}" ] && matches_plan "$JOBS/plan-2.json"' || show_output
 
 # The same node described by an XML file (as a site may give one).
-lstopo-no-graphics --of xml "$JOBS/node.xml" 2>/dev/null || lstopo --of xml "$JOBS/node.xml"
-chmod 0644 "$JOBS/node.xml"
-set_plugin_args topology="$JOBS/node.xml"
+{ lstopo-no-graphics --of xml - 2>/dev/null || lstopo --of xml -; } |
+	admin_file node.xml 0644
+set_plugin_args topology="$ADMIN/node.xml"
 job srun -N2 --ntasks-per-node=2 --exclusive --dist-train ./aff.sh
 check "topology=FILE of this node: the same binding as discovery" \
 	matches_plan "$JOBS/plan-2.json" || show_output
 
 # GPUs: a site file describing a 4-GPU POWER8 node (no GPU here).
-install -m 0644 "$TOP_SRCDIR/tests/topologies/power8gpudistances.xml" "$JOBS/gpus.xml"
-set_plugin_args topology="$JOBS/gpus.xml"
+admin_file gpus.xml 0644 < "$TOP_SRCDIR/tests/topologies/power8gpudistances.xml"
+set_plugin_args topology="$ADMIN/gpus.xml"
 job srun -N2 --ntasks-per-node=4 --exclusive --dist-train ./aff.sh
 check "each local rank gets its GPU, in PCI bus order" \
 	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0002:01:00.0 ordinal=0 visible=unset order=PCI_BUS_ID")" = 2 ] &&

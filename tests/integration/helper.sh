@@ -76,25 +76,24 @@ job srun -N2 -n4 --mpi=pmix --dist-train ./show.sh
 check "... a PMIx step among them (its nodes lead themselves in the plugin)" \
 	test "$(count_lines '^TASK .* SOURCE=pmix$')" = 4 || show_output
 
-echo '#!/bin/sh' | job_file not-executable
-chmod 0644 "$JOBS/not-executable"
-set_plugin_args helper="$JOBS/not-executable"
+echo '#!/bin/sh' | admin_file not-executable 0644
+set_plugin_args helper="$ADMIN/not-executable"
 job srun -N1 -n1 --mpi=pmix --dist-train true
 check "a helper that cannot be executed: the same, with the reason" \
-	grep -q "^dist-train: error: on n[0-9]*: cannot run the helper $JOBS/not-executable (Permission denied):" "$ERR" || show_output
+	grep -q "^dist-train: error: on n[0-9]*: cannot run the helper $ADMIN/not-executable (Permission denied):" "$ERR" || show_output
 
 # A helper that floods its result and then hangs is stopped at once.
-job_file flooding-helper <<'EOF2'
+admin_file flooding-helper <<'EOF2'
 #!/bin/sh
 head -c 2000000 /dev/zero >&3
 exec sleep 600
 EOF2
-set_plugin_args helper="$JOBS/flooding-helper"
+set_plugin_args helper="$ADMIN/flooding-helper"
 start=$(date +%s)
 job srun -N1 -n1 --mpi=pmix --dist-train true
 rc=$? took=$(( $(date +%s) - start ))
 check "a helper that floods its result is stopped at once (${took} s)" \
-	eval '[ $rc != 0 ] && [ $took -lt 60 ] && grep -q "^dist-train: error: on n[0-9]*: the helper $JOBS/flooding-helper sent no readable result" "$ERR"' || show_output
+	eval '[ $rc != 0 ] && [ $took -lt 60 ] && grep -q "^dist-train: error: on n[0-9]*: the helper $ADMIN/flooding-helper sent no readable result" "$ERR"' || show_output
 
 set_plugin_args helper=dist-train
 job srun -N1 --dist-train true

@@ -17,7 +17,7 @@ if [ -z "${DT_TOP_BUILDDIR:-}" ] && [ ! -e "$TOP_SRCDIR/config.status" ] &&
 	TOP_BUILDDIR=$TOP_SRCDIR/build
 fi
 DT_CLUSTER=$TOP_SRCDIR/contrib/cluster/dt-cluster
-export DT_CLUSTER_DIR=${DT_CLUSTER_DIR:-/var/tmp/dist-train-test}
+export DT_CLUSTER_DIR=${DT_CLUSTER_DIR:-/var/lib/dist-train-test}
 # Not the port of a cluster started by hand or by the quickstart.
 export DT_CLUSTER_PORT=${DT_CLUSTER_PORT:-17100}
 JOBS=$DT_CLUSTER_DIR/jobs
@@ -209,6 +209,15 @@ job_file() {
 	local name=$1
 	cat > "$JOBS/$name"
 	chmod 0755 "$JOBS/$name"
+}
+
+# A file of the administrator's, root's in a folder only root writes,
+# as plugstack.conf's paths must be (common/admin_path.h): in $ADMIN.
+ADMIN=$DT_CLUSTER_DIR/admin
+admin_file() { # NAME [MODE]
+	mkdir -p -m 0755 "$ADMIN"
+	cat > "$ADMIN/$1"
+	chmod "${2:-0755}" "$ADMIN/$1"
 }
 
 show_output() {

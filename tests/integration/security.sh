@@ -4,10 +4,10 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 23
+plan 27
 
 uid=$(id -u "${DT_CLUSTER_USER:-dttest}") gid=$(id -g "${DT_CLUSTER_USER:-dttest}")
-job_file id-helper <<EOF
+admin_file id-helper <<EOF
 #!/bin/sh
 grep -E '^(Uid|Gid|Groups):' /proc/self/status > "$JOBS/helper-ids.\$(hostname).\$\$"
 exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
@@ -18,7 +18,7 @@ EOF
 # PMIx step runs none (its nodes' local rank 0s lead them in the plugin,
 # as the user too); with check, one in every task.
 rm -f "$JOBS"/helper-ids.*
-set_plugin_args helper="$JOBS/id-helper"
+set_plugin_args helper="$ADMIN/id-helper"
 job srun -N2 -n4 --mpi=pmix --dist-train true
 pmix_check "a PMIx step runs no helper by default" \
 	test $? = 0 -a "$(ls "$JOBS"/helper-ids.* 2>/dev/null | wc -l)" = 0 || show_output
@@ -48,6 +48,26 @@ for s in helper=/tmp/x topology=/tmp/x.xml worker-lib=/tmp/x.so \
 	check "--dist-train=$s is refused before launch" \
 		eval '[ ! -e "$JOBS/ran" ] && grep -q "unknown setting" "$ERR"' || show_output
 done
+
+# The administrator's paths are changed by root alone, or the plugin stays
+# off: srun refuses --dist-train before launch, in one message naming the
+# path, and steps without it run (common/admin_path.h).
+install -m 0755 "$DT_CLUSTER_DIR/bin/dist-train" "$JOBS/user-helper"
+mkdir -p -m 0775 "$ADMIN/group"
+for s in "helper=$JOBS/user-helper|$JOBS belongs to uid $uid, not root" \
+	 "worker-lib=/tmp/dist_train_worker.so|/tmp can be written by others than root (mode 1777)" \
+	 "topology-cache=$ADMIN/group/machine|$ADMIN/group can be written by others than root (mode 0775)"; do
+	set_plugin_args "${s%%|*}"
+	rm -f "$JOBS/ran"
+	job srun -N1 --dist-train touch ran
+	check "plugstack.conf's ${s%%|*} is refused before launch, in one message" \
+		eval '[ ! -e "$JOBS/ran" ] &&
+		      [ "$(grep -c "dist-train: --dist-train is unavailable: plugstack.conf is wrong (${s%%|*}: ${s#*|}: put it where only root can write: every folder above it root.s, mode 755, such as /usr/local/bin or /etc/dist-train); ask your administrator to fix it$" "$ERR")" = 1 ] &&
+		      [ "$(grep -c dist-train "$ERR")" = 1 ]' || show_output
+done
+job srun -N2 true
+check "... and steps without --dist-train run" test $? = 0 || show_output
+set_plugin_args
 
 # A dist-train first on the user's PATH is not the helper the plugin runs.
 mkdir -p "$JOBS/evil"
