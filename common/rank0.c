@@ -18,6 +18,8 @@
 #define OTHER_FDS 64
 #define EVENTS 256
 #define ACCEPTS_PER_WAKEUP 512
+/* The fewest unproven connections rank 0 keeps, whatever the limits. */
+#define MIN_PENDING 64
 /* What rank 0 says when its event loop fails. */
 #define EPOLL_FAILED \
 	"rank 0's event loop failed (epoll: %s): rerun the step, and " \
@@ -33,6 +35,10 @@ struct loop {
 	int epfd;
 	int *fds;		/* by connection id */
 	uint32_t slots;
+	/* Accepted per wakeup: half the bound on the unproven at most, so
+	 * that one wakeup's flood cannot evict a leader that came before it
+	 * ahead of its hello. */
+	uint32_t accept_batch;
 	struct node_member *members;	/* of rank 0's node */
 	uint32_t nmembers;
 };
@@ -40,7 +46,8 @@ struct loop {
 /*
  * One descriptor per node and member, and a bound on the unproven: raise
  * the soft limit to what that needs. A hard limit too low for the step
- * is an error; one too low for the bound lowers the bound.
+ * and MIN_PENDING strangers is an error; one too low for the bound lowers
+ * the bound.
  */
 static int raise_fd_limit(uint32_t conns, uint32_t *max_pending, char *err,
 			  size_t errlen)
@@ -53,15 +60,17 @@ static int raise_fd_limit(uint32_t conns, uint32_t *max_pending, char *err,
 		return 0;
 	if (rl.rlim_cur >= need)
 		return 0;
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need_step + 16) {
-		snprintf(err, errlen, "rank 0 holds a connection from each of "
-			 "the step's nodes and its own node's ranks (%u), but "
-			 "this node lets a process open only %llu files (ulimit "
-			 "-Hn): ask your administrator to raise the hard limit "
-			 "(slurmd's LimitNOFILE, and PropagateResourceLimits) "
-			 "to at least %llu", conns,
+	if (rl.rlim_max != RLIM_INFINITY &&
+	    rl.rlim_max < need_step + MIN_PENDING) {
+		snprintf(err, errlen, "rank 0 needs a connection from each of "
+			 "the step's nodes and its own node's ranks (%u), room "
+			 "for %u connections not yet proven and %u other files, "
+			 "but this node lets a process open only %llu files "
+			 "(ulimit -Hn): ask your administrator to raise the hard "
+			 "limit (slurmd's LimitNOFILE) to at least %llu", conns,
+			 MIN_PENDING, OTHER_FDS,
 			 (unsigned long long)rl.rlim_max,
-			 (unsigned long long)need);
+			 (unsigned long long)(need_step + MIN_PENDING));
 		return -1;
 	}
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
@@ -93,7 +102,7 @@ static void accept_some(struct loop *l, uint64_t now)
 {
 	char line[DT_RDV_LINE_MAX];
 
-	for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+	for (uint32_t i = 0; i < l->accept_batch; i++) {
 		struct epoll_event ev;
 		uint32_t id, evicted;
 		int fd, n;
@@ -296,6 +305,10 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	if (!l.srv)
 		goto oom;
 	l.slots = dt_rdv_server_slots(l.srv);
+	l.accept_batch = cfg.max_pending / 2 < ACCEPTS_PER_WAKEUP ?
+			 cfg.max_pending / 2 : ACCEPTS_PER_WAKEUP;
+	if (l.accept_batch == 0)
+		l.accept_batch = 1;
 	/* One more: the listening socket, last. */
 	l.fds = malloc(((size_t)l.slots + 1) * sizeof(int));
 	if (!l.fds)

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 11
+plan 16
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -21,9 +21,16 @@ rm -rf "$ATTACK" && install -d -o "$OTHER" -m 0755 "$ATTACK"
 
 make_show_script
 # The helper, held back on the nodes named in DT_TEST_SLOW.
-job_file slow-helper <<EOF
+admin_file slow-helper <<EOF
 #!/bin/sh
 case " \${DT_TEST_SLOW:-} " in *" \$(hostname) "*) sleep "\${DT_TEST_DELAY:-0}" ;; esac
+exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
+EOF
+# The helper, with the hard open-files limit DT_TEST_NOFILE, as on a node
+# whose slurmd has a low LimitNOFILE.
+admin_file limited-helper <<EOF
+#!/bin/sh
+ulimit -Sn "\$DT_TEST_NOFILE" && ulimit -Hn "\$DT_TEST_NOFILE" || exit 99
 exec $DT_CLUSTER_DIR/bin/dist-train "\$@"
 EOF
 
@@ -110,7 +117,8 @@ attacked_step() {
 	runuser -u "$OTHER" -- python3 "$JOBS/attacker.py" 127.0.1.1 "$ATTACK/listening" "$ATTACK/stop" snapshot
 	runuser -u "$OTHER" -- python3 "$JOBS/attacker.py" 127.0.1.1 "$ATTACK/listening" "$ATTACK/stop" > "$attack_log" 2>&1 &
 	attacker=$!
-	job env DT_TEST_SLOW="n3 n4" DT_TEST_DELAY=10 srun -N4 -n8 "$@" ./show.sh
+	job env DT_TEST_SLOW="n3 n4" DT_TEST_DELAY=10 DT_TEST_NOFILE="${NOFILE:-1024}" \
+		srun -N4 -n8 "$@" ./show.sh
 	rc=$?
 	touch "$ATTACK/stop"
 	wait $attacker
@@ -130,6 +138,21 @@ else
 	for i in 1 2 3; do pmix_check "PMIx: attacked step, part $i" false; done
 fi
 SOURCE=slurm attacked_step "no PMIx, check" --mpi=none --dist-train=check
+# With few descriptors to spare, rank 0 takes strangers in smaller
+# batches than its bound on them: the step's leaders still get through.
+test_plugin late_node helper="$ADMIN/limited-helper"
+NOFILE=200 SOURCE=slurm attacked_step "hard open-files limit 200" --mpi=none --dist-train=check
+set_plugin_args
+
+# Too few to hold the step and a floor of strangers: refused at once.
+set_plugin_args helper="$ADMIN/limited-helper"
+start=$(date +%s)
+job env DT_TEST_NOFILE=64 srun -N4 -n8 --mpi=none --dist-train=check,timeout=60 ./show.sh
+rc=$? took=$(( $(date +%s) - start ))
+check "a hard open-files limit of 64 on rank 0's node fails the step in ${took} s, no program run" \
+	test $rc != 0 -a "$took" -lt 45 -a "$(count_lines '^TASK ')" = 0 || show_output
+check "... and says why, and what to raise" \
+	grep -q "dist-train: error: on n1: rank 0 needs a connection from each of the step's nodes and its own node's ranks ([0-9]*), room for 64 connections not yet proven and 64 other files, but this node lets a process open only 64 files (ulimit -Hn): ask your administrator to raise the hard limit (slurmd's LimitNOFILE) to at least [0-9]*$" "$ERR" || show_output
 set_plugin_args
 
 # The secret is the step's business, never the program's.
@@ -149,7 +172,7 @@ check "a world of 48 ranks with a soft limit of 40 open files starts" \
 	test $? = 0 -a "$(count_lines '^40$')" = 1 || show_output
 
 # scancel in the middle of the bootstrap leaves no helper behind.
-set_plugin_args helper="$JOBS/slow-helper"
+set_plugin_args helper="$ADMIN/slow-helper"
 job sbatch -N4 -n8 --wrap "DT_TEST_SLOW=n4 DT_TEST_DELAY=120 srun --mpi=none --dist-train=check,timeout=100 true"
 jobid=$(sed -n 's/^Submitted batch job //p' "$OUT")
 for _ in $(seq 1 60); do
