@@ -8,7 +8,13 @@
 
 #include <stddef.h>
 
+/* Control characters (line breaks, escape sequences) in the result are
+ * written as \xHH. */
 void dt_errf(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* IN into OUT (of OUTLEN, > 0), control characters as \xHH, cut where it
+ * does not fit; returns the length written. */
+size_t dt_escape(const char *in, char *out, size_t outlen);
 
 #endif

@@ -55,6 +55,7 @@ struct dt_hostlist {
 	size_t ntokens;
 	size_t cap_tokens;
 	uint64_t count;
+	uint64_t max_hosts;	/* more is refused as soon as it is seen */
 	size_t max_len;
 };
 
@@ -127,13 +128,24 @@ static int parse_number(const char *s, size_t *pos, size_t end,
 	return 0;
 }
 
+/* The list names more than MAX hosts: -2, the caller's to explain. */
+static int over_cap(uint64_t max, char *err, size_t errlen)
+{
+	/* message: the caller names the fix (common/layout.c) */
+	dt_errf(err, errlen, "the list names more than %llu hosts",
+		(unsigned long long)max);
+	return -2;
+}
+
 /*
  * Parse the ranges between '[' at S[OPEN] and the matching ']' at S[CLOSE].
  * FINAL says whether this is the token's last group (Slurm limits the
- * others to 64K values in total).
+ * others to 64K values in total). More than ROOM values: -2, before more
+ * memory is taken.
  */
 static int parse_group(const char *s, size_t open, size_t close, bool final,
-		       struct dt_group *g, char *err, size_t errlen)
+		       uint64_t room, struct dt_group *g, char *err,
+		       size_t errlen)
 {
 	size_t pos = open + 1;
 	size_t cap = 0;
@@ -197,6 +209,8 @@ static int parse_group(const char *s, size_t open, size_t close, bool final,
 		g->before[g->nranges] = g->count;
 		g->ranges[g->nranges++] = r;
 		g->count += r.hi - r.lo + 1;
+		if (g->count > room)
+			return -2;	/* the caller says so */
 		if (!final && g->count > DT_HOSTLIST_MAX_PREFIX_HOSTS) {
 			dt_errf(err, errlen, "a bracket group followed by "
 				  "another may hold at most %u hosts, as in "
@@ -236,6 +250,7 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 	size_t ngroups = 0, pos, text_start;
 	uint64_t count = 1;
 	size_t max_len = 0;
+	int rc = -1;
 
 	memset(&t, 0, sizeof(t));
 	/* First pass: validate brackets and count groups. */
@@ -289,6 +304,7 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 		size_t close;
 		struct dt_group *g;
 		uint64_t widest = 0;
+		int got;
 
 		if (s[pos] != '[')
 			continue;
@@ -299,9 +315,12 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 		t.text_len[ngroups] = pos - text_start;
 		max_len += pos - text_start;
 		g = &t.groups[ngroups];
-		if (parse_group(s, pos, close, ngroups + 1 == t.ngroups, g,
-				err, errlen) < 0) {
+		got = parse_group(s, pos, close, ngroups + 1 == t.ngroups,
+				  hl->max_hosts - hl->count, g, err, errlen);
+		if (got < 0) {
 			ngroups++;	/* so that token_free frees it */
+			if (got == -2)
+				rc = over_cap(hl->max_hosts, err, errlen);
 			goto fail_groups;
 		}
 		ngroups++;
@@ -334,6 +353,10 @@ static int add_token(struct dt_hostlist *hl, size_t start, size_t end,
 			  "give a shorter list", DT_HOSTLIST_MAX_HOSTS);
 		goto fail_groups;
 	}
+	if (hl->count + count > hl->max_hosts) {
+		rc = over_cap(hl->max_hosts, err, errlen);
+		goto fail_groups;
+	}
 	if (hl->ntokens == hl->cap_tokens) {
 		size_t ncap = hl->cap_tokens ? hl->cap_tokens * 2 : 8;
 		struct dt_token *nt = realloc(hl->tokens, ncap * sizeof(*nt));
@@ -358,14 +381,23 @@ fail_groups:
 	t.ngroups = ngroups;
 fail:
 	token_free(&t);
-	return -1;
+	return rc;
 }
 
 int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 		      char *err, size_t errlen)
 {
+	return dt_hostlist_parse_capped(text, DT_HOSTLIST_MAX_HOSTS, out, err,
+					errlen);
+}
+
+int dt_hostlist_parse_capped(const char *text, size_t max_hosts,
+			     struct dt_hostlist **out, char *err,
+			     size_t errlen)
+{
 	struct dt_hostlist *hl;
 	size_t pos = 0, n;
+	int rc = -1;
 
 	*out = NULL;
 	if (!text) {
@@ -378,6 +410,7 @@ int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 		dt_errf(err, errlen, "out of memory");
 		return -1;
 	}
+	hl->max_hosts = max_hosts;
 	n = strlen(text);
 	for (;;) {
 		size_t start;
@@ -402,14 +435,15 @@ int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 			}
 			pos++;
 		}
-		if (add_token(hl, start, pos, err, errlen) < 0)
+		rc = add_token(hl, start, pos, err, errlen);
+		if (rc < 0)
 			goto fail;
 	}
 	*out = hl;
 	return 0;
 fail:
 	dt_hostlist_free(hl);
-	return -1;
+	return rc < 0 ? rc : -1;
 }
 
 size_t dt_hostlist_count(const struct dt_hostlist *hl)

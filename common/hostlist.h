@@ -27,6 +27,15 @@ struct dt_hostlist;
 int dt_hostlist_parse(const char *text, struct dt_hostlist **out,
 		      char *err, size_t errlen);
 
+/*
+ * dt_hostlist_parse, refusing a list of more than MAX_HOSTS hosts as soon
+ * as that is seen, before the rest takes memory: -2 then, with ERR saying
+ * so (a list this long is malformed for the caller, who explains it).
+ */
+int dt_hostlist_parse_capped(const char *text, size_t max_hosts,
+			     struct dt_hostlist **out, char *err,
+			     size_t errlen);
+
 void dt_hostlist_free(struct dt_hostlist *hl);
 
 /* Number of hosts, duplicates included. */

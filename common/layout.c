@@ -207,25 +207,29 @@ int dt_layout_from_slurm(const struct dt_slurm_step *step,
 			step->num_nodes, step->num_nodes == 1 ? "" : "s");
 		goto out;
 	}
-	if (dt_hostlist_parse(step->nodelist, &hl, perr, sizeof(perr)) < 0) {
+	/*
+	 * Parsed no further than the step's node count. A component of a
+	 * heterogeneous step (srun A : B) sees its own nodes in Slurm's
+	 * items, the whole step's in the environment.
+	 */
+	rc = dt_hostlist_parse_capped(step->nodelist, step->num_nodes, &hl,
+				      perr, sizeof(perr));
+	if (rc == -2) {
+		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' names more "
+			"than the %u node%s of this part of the step: a "
+			"heterogeneous step (srun A : B) cannot be one "
+			"--dist-train world: run it as one srun, or its "
+			"parts as separate sruns", step->nodelist,
+			step->num_nodes, step->num_nodes == 1 ? "" : "s");
+		rc = -1;
+		goto out;
+	}
+	if (rc < 0) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' is malformed "
 			"(%s): " SLURM_BAD, step->nodelist, perr);
 		goto out;
 	}
-	/*
-	 * A component of a heterogeneous step (srun A : B) sees its own
-	 * nodes in Slurm's items, the whole step's in the environment.
-	 */
-	if (dt_hostlist_count(hl) > step->num_nodes) {
-		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' names %zu "
-			"nodes but this part of the step has %u: a "
-			"heterogeneous step (srun A : B) cannot be one "
-			"--dist-train world: run it as one srun, or its "
-			"parts as separate sruns",
-			step->nodelist, dt_hostlist_count(hl),
-			step->num_nodes);
-		goto out;
-	}
+	rc = -1;
 	if (dt_hostlist_count(hl) != step->num_nodes) {
 		dt_errf(err, errlen, "SLURM_STEP_NODELIST='%.200s' names %zu "
 			"nodes but the step has %u: " SLURM_BAD,
@@ -450,7 +454,10 @@ int dt_slurm_rank_host(const struct dt_slurm_step *step, uint32_t rank,
 
 	if (step->distribution && strncmp(step->distribution, "block", 5))
 		return -1;
-	if (dt_hostlist_parse(step->nodelist, &nodes, NULL, 0) < 0 ||
+	/* Capped at the step's nodes, where the caller knows them. */
+	if (dt_hostlist_parse_capped(step->nodelist, step->num_nodes ?
+				     step->num_nodes : DT_HOSTLIST_MAX_HOSTS,
+				     &nodes, NULL, 0) < 0 ||
 	    dt_tpn_parse(step->tasks_per_node, &tpn, NULL, 0) < 0)
 		goto out;
 	while (node < tpn.nodes && dt_tpn_tasks_before(&tpn, node + 1) <= rank)

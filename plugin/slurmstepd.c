@@ -19,6 +19,7 @@
 #include "plugin.h"
 #include "../common/binding.h"
 #include "../common/envp.h"
+#include "../common/error.h"
 #include "../common/hostlist.h"
 #include "../common/hwloc_machine.h"
 #include "../common/machine_cache.h"
@@ -232,8 +233,11 @@ int slurmstepd_user_init(spank_t sp)
 	if (st->option_seen &&
 	    dt_config_parse_option(&st->step, st->option_arg, why,
 				   sizeof(why)) < 0) {
-		snprintf(err, sizeof(err), "--dist-train=%.80s: %s",
-			 st->option_arg ? st->option_arg : "", why);
+		char arg[81];
+
+		dt_escape(st->option_arg ? st->option_arg : "", arg,
+			  sizeof(arg));
+		snprintf(err, sizeof(err), "--dist-train=%s: %s", arg, why);
 		goto fail;
 	}
 	if (!st->step.enabled) {

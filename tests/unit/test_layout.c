@@ -7,6 +7,8 @@
 
 #include "unit.h"
 #include "../../common/envp.h"
+#include "../../common/error.h"
+#include "../../common/hostlist.h"
 #include "../../common/layout.h"
 
 /* The fixes the layout's messages end with. */
@@ -111,8 +113,8 @@ static void test_inconsistent_values(void)
 			       "names 3 nodes but the step has 4: " SLURM_BAD);
 	s = step("n[1-3]", "2,1(x2)", 1, 0, 2, 2);	/* a het step's part */
 	CU_ASSERT_STRING_EQUAL(layout_error(s), "SLURM_STEP_NODELIST='n[1-3]' "
-			       "names 3 nodes but this part of the step has 1: "
-			       "a heterogeneous step (srun A : B) cannot be "
+			       "names more than the 1 node of this part of the "
+			       "step: a heterogeneous step (srun A : B) cannot be "
 			       "one --dist-train world: run it as one srun, or "
 			       "its parts as separate sruns");
 	s = step("n[1-4]", NULL, 4, 0, 8, 2);
@@ -278,10 +280,33 @@ static void test_step_from_env(void)
 			       "a task of srun");
 }
 
+/* A raw value quoted into a message that reaches slurmd's log: its line
+ * breaks and escape sequences are written out, not passed on. */
+static void test_quoted_values_escaped(void)
+{
+	char *forged[] = { "SLURM_STEP_NODELIST=n1", "SLURM_STEP_NUM_NODES="
+			   "1\nslurmd: forged\x1b[2J", NULL };
+	struct dt_slurm_step s;
+	struct dt_task_ids ids;
+	char err[256], small[8];
+
+	CU_ASSERT_EQUAL(dt_slurm_step_from_env(env_of, forged, &s, &ids, err,
+					       sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_NUM_NODES='1\\x0aslurmd: "
+			       "forged\\x1b[2J' is not a number: unset it if "
+			       "you set it, and run the command as a task of "
+			       "srun");
+	/* Cut where it no longer fits, never inside an escape. */
+	CU_ASSERT_EQUAL(dt_escape("abcd\ne", small, sizeof(small)), 4);
+	CU_ASSERT_STRING_EQUAL(small, "abcd");
+	CU_ASSERT_EQUAL(dt_escape("abcdefgh", small, sizeof(small)), 7);
+	CU_ASSERT_STRING_EQUAL(small, "abcdefg");
+}
+
 /* The host named for a missing rank: Slurm's block layout only. */
 static void test_rank_host(void)
 {
-	struct dt_slurm_step step = { .nodelist = "n[1-4]",
+	struct dt_slurm_step step = { .nodelist = "n[1-4]", .num_nodes = 4,
 				      .tasks_per_node = "5,1(x3)" };
 	char name[8];
 
@@ -346,7 +371,52 @@ static void test_pmix_cross_check(void)
 	dt_layout_free(&slurm);
 }
 
-/* Peak resident memory of this process, in kB. */
+/* The peak resident memory from now on (Linux 4.0 and later). */
+static void reset_peak_memory(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+/*
+ * A node list within its bound is parsed no further than the step's node
+ * count: a 4,000-node step may be given 324 kB of "a,a,...", 162,048
+ * names, and the parser stops at the 4,001st.
+ */
+static void test_in_bound_list_capped(void)
+{
+	size_t len = DT_STEP_TEXT_BASE + DT_NODELIST_PER_NODE * 4000;
+	char *list = unit_huge_text(len), err[512];
+	struct dt_hostlist *whole = NULL;
+	struct dt_slurm_step s;
+	struct dt_layout l;
+	long before, capped, uncapped;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(list);
+	reset_peak_memory();
+	before = peak_memory_kb();
+	s = step(list, "1(x4000)", 4000, 0, 4000, 1);
+	CU_ASSERT_EQUAL(dt_layout_from_slurm(&s, &l, err, sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "names more than the 4000 nodes "
+				      "of this part of the step"));
+	capped = peak_memory_kb() - before;
+	/* What reading it whole would take, for comparison. */
+	reset_peak_memory();
+	before = peak_memory_kb();
+	CU_ASSERT_EQUAL(dt_hostlist_parse(list, &whole, NULL, 0), 0);
+	uncapped = peak_memory_kb() - before;
+	dt_hostlist_free(whole);
+	fprintf(stderr, "(%zu bytes of node list for 4000 nodes: the "
+		"parser's peak grew by %ld kB capped, %ld kB read whole) ",
+		len, capped, uncapped);
+	CU_ASSERT(capped < 2048);
+	free(list);
+}
+
 /* What slurmstepd reads is bounded before it is parsed: a 20 MB node
  * list is refused with one message, unread, not grown into memory. */
 static void test_huge_texts_refused(void)
@@ -386,6 +456,7 @@ static void test_huge_texts_refused(void)
 }
 
 static const struct unit_test tests[] = {
+	UNIT_TEST(test_in_bound_list_capped),
 	UNIT_TEST(test_huge_texts_refused),
 	UNIT_TEST(test_uneven_layout),
 	UNIT_TEST(test_single_node_single_task),
@@ -397,6 +468,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_rank0_from_pmix_later),
 	UNIT_TEST(test_rank0_from_hostfile),
 	UNIT_TEST(test_step_from_env),
+	UNIT_TEST(test_quoted_values_escaped),
 	UNIT_TEST(test_rank_host),
 	UNIT_TEST(test_pmix_cross_check),
 };
