@@ -24,5 +24,5 @@ int dt_python_hook(const char *worker_lib, const char *hook_dir_override,
 	snprintf(file, sizeof(file), "%s/sitecustomize.py", dir);
 	if (access(file, R_OK) < 0)
 		return 0;
-	return dt_env_prepend(env, "PYTHONPATH", dir, pythonpath);
+	return dt_env_prepend(env, "PYTHONPATH", dir, pythonpath) < 0 ? -1 : 1;
 }

@@ -206,10 +206,15 @@ struct task {
 	struct dt_task_ids slurm_ids;
 	/* A leader with PMIx: what it checks and tells its members. */
 	struct node_views views;
+	/* Rank 0's listening socket after the barrier, for the store. */
+	int store_fd;
 };
 
 static void task_free(struct task *t)
 {
+	if (t->store_fd >= 0)
+		close(t->store_fd);
+	t->store_fd = -1;
 	pmix_close(t->pmix);
 	dt_layout_free(&t->layout);
 	dt_layout_free(&t->slurm);
@@ -380,8 +385,10 @@ static int listen_rendezvous(struct task *t, int *fd, char *err,
 			 "MpiParams=ports= in slurm.conf", first, t->host);
 	else
 		snprintf(err, errlen, "port %u on %s is in use by another "
-			 "program: run with --mpi=pmix so that rank 0 picks a "
-			 "free port, or rerun the step", first, t->host);
+			 "program: rerun with --mpi=pmix, so that rank 0 moves "
+			 "to a free port, or ask your administrator to set "
+			 "MpiParams=ports= in slurm.conf, so that each step has "
+			 "ports of its own", first, t->host);
 	return -1;
 }
 
@@ -537,7 +544,11 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 	rc = 0;
 out:
 	explicit_bzero(value, sizeof(value));
-	close(fd);
+	/* Proven by the barrier: kept for the program's store. */
+	if (rc == 0)
+		t->store_fd = fd;
+	else
+		close(fd);
 	return rc;
 }
 
@@ -616,6 +627,7 @@ int bootstrap_rank0_port(const struct dt_config *cfg, struct dt_env *out)
 
 	memset(&t, 0, sizeof(t));
 	t.cfg = cfg;
+	t.store_fd = -1;
 	/* PMIx_Init can hang where the step is gone: end quietly, the
 	 * plugin hears a kill as "rank 0 said nothing". */
 	signal(SIGALRM, SIG_DFL);
@@ -749,7 +761,8 @@ static int nccl_check(struct task *t, const struct dt_rdv_result *res,
 	return 0;
 }
 
-int bootstrap(const struct dt_config *cfg, struct dt_env *out)
+int bootstrap(const struct dt_config *cfg, struct dt_env *out,
+	      int *store_fd)
 {
 	struct task t;
 	struct dt_rdv_hello hello;
@@ -764,6 +777,9 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 
 	memset(&t, 0, sizeof(t));
 	t.cfg = cfg;
+	t.store_fd = -1;
+	if (store_fd)
+		*store_fd = -1;
 	/* A last resort against a wait that escaped its own timeout. */
 	budget = cfg->timeout + 10 + (cfg->check ? cfg->timeout : 0);
 	signal(SIGALRM, alarm_fired);
@@ -848,6 +864,10 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out)
 			t.pmix_by_leader ? " (PMIx by the node's leader)" : "",
 			(unsigned long long)(met - placed),
 			(unsigned long long)(now_ms() - met));
+	if (store_fd) {
+		*store_fd = t.store_fd;
+		t.store_fd = -1;
+	}
 	rc = 0;
 	goto done;
 fail:
@@ -860,13 +880,19 @@ done:
 	return rc;
 }
 
-int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env)
+int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env,
+			  bool *added)
 {
-	if (dt_python_hook(cfg->worker_lib, getenv("DIST_TRAIN_PYTHON_HOOK"),
-			   getenv("PYTHONPATH"), env) < 0) {
+	int rc = dt_python_hook(cfg->worker_lib,
+				getenv("DIST_TRAIN_PYTHON_HOOK"),
+				getenv("PYTHONPATH"), env);
+
+	if (rc < 0) {
 		helper_error("out of memory");
 		return 1;
 	}
+	if (added)
+		*added = rc == 1;
 	return 0;
 }
 

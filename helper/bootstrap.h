@@ -34,8 +34,12 @@ int bootstrap_options(int argc, char **argv, const char *usage,
 /*
  * Run the bootstrap and fill OUT (zeroed by the caller). Returns 0, or the
  * exit status after printing one message (none when rank 0 reports it).
+ * *STORE_FD (when STORE_FD is not NULL): rank 0's listening socket, which
+ * the barrier proved, for the program's store (common/store_port.h); -1
+ * on other ranks. The caller closes it.
  */
-int bootstrap(const struct dt_config *cfg, struct dt_env *out);
+int bootstrap(const struct dt_config *cfg, struct dt_env *out,
+	      int *store_fd);
 
 /*
  * For the plugin's node leaders in a lean PMIx step, which are no PMIx
@@ -54,8 +58,10 @@ void bootstrap_describe(const struct dt_env *env, const char *notes);
  * What dist-train exec and env add after the bootstrap, as the plugin
  * does for its tasks: the Python hook first on PYTHONPATH (see
  * common/python_hook.h). An uninstalled dist-train is told where the
- * hook is by DIST_TRAIN_PYTHON_HOOK. Returns 0, or 1 with a message.
+ * hook is by DIST_TRAIN_PYTHON_HOOK. *ADDED (when not NULL): whether it
+ * was. Returns 0, or 1 with a message.
  */
-int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env);
+int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env,
+			  bool *added);
 
 #endif

@@ -54,10 +54,10 @@ int cmd_env(int argc, char **argv)
 			     argv[next]);
 		return 2;
 	}
-	rc = bootstrap(&cfg, &env);
+	rc = bootstrap(&cfg, &env, NULL);
 	if (rc)
 		goto out;
-	rc = bootstrap_python_hook(&cfg, &env);
+	rc = bootstrap_python_hook(&cfg, &env, NULL);
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < env.count; i++) {

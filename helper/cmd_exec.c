@@ -17,6 +17,8 @@
 #include "../common/bind_apply.h"
 #include "../common/binding.h"
 #include "../common/hwloc_machine.h"
+#include "../common/store_hold.h"
+#include "../common/store_port.h"
 
 #define USAGE \
 	"usage: " DT_NAME " exec [-s SETTINGS] [--port-range=LOW-HIGH] [--] " \
@@ -48,8 +50,8 @@ int cmd_exec(int argc, char **argv)
 	struct dt_env env = { 0 };
 	struct dt_machine machine;
 	char why[256] = "", notes[512] = "", err[512];
-	bool have_machine;
-	int fd, next, rc;
+	bool have_machine, hook;
+	int fd, next, rc, store_fd = -1;
 
 	rc = bootstrap_options(argc, argv, USAGE, &cfg, &fd, &next);
 	if (rc)
@@ -63,7 +65,7 @@ int cmd_exec(int argc, char **argv)
 		return 2;
 	}
 	nccl_set_program(argv[next]);
-	rc = bootstrap(&cfg, &env);
+	rc = bootstrap(&cfg, &env, &store_fd);
 	if (rc)
 		goto out;
 	/* This task alone: its topology is read here, for it. */
@@ -82,9 +84,19 @@ int cmd_exec(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	rc = bootstrap_python_hook(&cfg, &env);
+	rc = bootstrap_python_hook(&cfg, &env, &hook);
 	if (rc)
 		goto out;
+	/* Rank 0's proven port, held into a Python program's store. */
+	if (store_fd >= 0 &&
+	    dt_store_hold(store_fd, dt_store_port(&env), hook, argc - next,
+			  argv + next, process_getenv, NULL, &env) == -1) {
+		store_fd = -1;
+		helper_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+	store_fd = -1;
 	for (size_t i = 0; i < env.count; i++) {
 		const struct dt_env_entry *e = &env.entries[i];
 
@@ -105,6 +117,8 @@ int cmd_exec(int argc, char **argv)
 		     "its folder to PATH", argv[next], strerror(errno));
 	return 127;
 out:
+	if (store_fd >= 0)
+		close(store_fd);
 	dt_env_free(&env);
 	return rc;
 }

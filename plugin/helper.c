@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,8 +101,54 @@ static void exec_helper(const char *path, char *const argv[],
 	_exit(127);
 }
 
-/* Read everything from FD until EOF or DEADLINE. */
-static int read_all(int fd, long long deadline, char **buf, size_t *len)
+/* A descriptor passed in MSG (SCM_RIGHTS) into *FD when it is -1; any
+ * other is closed. */
+static void take_passed_fd(struct msghdr *msg, int *fd)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c;
+	     c = CMSG_NXTHDR(msg, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int passed;
+
+			memcpy(&passed, CMSG_DATA(c) + i * sizeof(int),
+			       sizeof(int));
+			if (fd && *fd < 0)
+				*fd = passed;
+			else
+				close(passed);
+		}
+	}
+}
+
+/* read(2) of FD into BUF, with what take_passed_fd takes. */
+static ssize_t read_some(int fd, char *buf, size_t len, int *passed_fd)
+{
+	char control[CMSG_SPACE(sizeof(int) * 4)];
+	struct iovec iov = { buf, len };
+	struct msghdr msg = { 0 };
+	ssize_t n;
+
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	if (n >= 0)
+		take_passed_fd(&msg, passed_fd);
+	return n;
+}
+
+/*
+ * Read everything from FD until EOF or DEADLINE; a descriptor the helper
+ * passes with it (rank 0's listening socket) into *PASSED_FD.
+ */
+static int read_all(int fd, long long deadline, char **buf, size_t *len,
+		    int *passed_fd)
 {
 	size_t cap = 4096;
 
@@ -131,7 +179,7 @@ static int read_all(int fd, long long deadline, char **buf, size_t *len)
 			*buf = nb;
 			cap *= 2;
 		}
-		n = read(fd, *buf + *len, cap - *len);
+		n = read_some(fd, *buf + *len, cap - *len, passed_fd);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -207,8 +255,8 @@ out:
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     bool rank0_port_only, struct dt_env *out, char *err,
-		     size_t errlen)
+		     bool rank0_port_only, struct dt_env *out, int *store_fd,
+		     char *err, size_t errlen)
 {
 	static char command[] = "bootstrap", result[] = "--result-fd=3",
 		    secret_arg[] = "--secret-fd=4", port_only[] = "--rank0-port";
@@ -216,7 +264,7 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	char *argv[] = { (char *)cfg->helper, command, result, ports, settings,
 			 NULL, NULL, NULL, NULL };
 	int next_arg = 5;
-	int secret_fd = -1;
+	int secret_fd = -1, passed = -1;
 	struct sigaction dfl, old;
 	unsigned wait_s = cfg->timeout + 15 + (cfg->check ? cfg->timeout : 0);
 	long long deadline = now_ms() + (long long)wait_s * 1000;
@@ -248,7 +296,9 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	}
 	if (rank0_port_only)
 		argv[next_arg++] = port_only;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
+	/* A socket, not a pipe: rank 0's helper passes its listening
+	 * socket back with the records. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0) {
 		snprintf(err, errlen, CANNOT_START, strerror(errno));
 		if (secret_fd >= 0)
 			close(secret_fd);
@@ -274,7 +324,7 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		snprintf(err, errlen, CANNOT_START, strerror(errno));
 		goto out;
 	}
-	got = read_all(fds[0], deadline, &records, &len);
+	got = read_all(fds[0], deadline, &records, &len, &passed);
 	if (got < 0 && now_ms() < deadline) {
 		/* Not a result: no reason to wait for the rest of it. */
 		reap(pid, 0, &status);
@@ -306,8 +356,14 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	}
 	if (dt_env_deserialize(records, len, out, err, errlen) < 0)
 		goto out;
+	if (store_fd) {
+		*store_fd = passed;
+		passed = -1;
+	}
 	rc = 0;
 out:
+	if (passed >= 0)
+		close(passed);
 	sigaction(SIGCHLD, &old, NULL);
 	close(fds[0]);
 	free(records);

@@ -68,7 +68,7 @@ static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
 	int rc = 0;
 
 	if (helper_bootstrap(&l->st->step, l->envp, NULL, NULL, true, &found,
-			     err, errlen) == 0) {
+			     NULL, err, errlen) == 0) {
 		value = dt_env_get(&found, "MASTER_PORT");
 		rc = value && dt_is_port(value);
 		if (rc)
@@ -135,8 +135,8 @@ static int join(struct leader *l, int node_fd,
 
 int leader_task_env(const struct plugin_state *st, char **envp,
 		    uint32_t rank, const char *secret, const char *step_id,
-		    struct dt_env *env, bool *use_helper, bool *quiet,
-		    char *err, size_t errlen)
+		    struct dt_env *env, int *store_fd, bool *use_helper,
+		    bool *quiet, char *err, size_t errlen)
 {
 	char name[DT_RDV_NODE_SOCKET_LEN + 1], host[256];
 	uint8_t key[DT_SECRET_LEN];
@@ -150,6 +150,7 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 
 	*use_helper = false;
 	*quiet = false;
+	*store_fd = -1;
 	if (lean_task_start(envp, rank, secret, key, host, err, errlen) < 0)
 		return -1;
 	/* Rank 0's loop may raise it; the program gets the one it had. */
@@ -187,6 +188,11 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 	     join(&l, node_fd, &self, &res, quiet, err, errlen)) < 0)
 		goto out;
 	rc = lean_task_env(st, envp, rank, 0, step_id, &res, env, err, errlen);
+	/* Rank 0's port, proven by the barrier, stays held for the store. */
+	if (rc == 0 && rank == 0) {
+		*store_fd = listen_fd;
+		listen_fd = -1;
+	}
 out:
 	if (have_files)
 		setrlimit(RLIMIT_NOFILE, &files);

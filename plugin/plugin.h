@@ -11,6 +11,7 @@
  *                  told by its node's leader
  *   leader.c       ... and a node leader's, rank 0's included
  *   torchrun.c     ... or, in torchrun mode, for a torchrun agent
+ *   store.c        ... and rank 0's hold on the port of torch's store
  *   watch.c        srun, after the start: how the tasks end, fail-fast
  *   report.c       ... and each node's slurmstepd telling it
  */
@@ -176,11 +177,12 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 /* helper.c: run `dist-train bootstrap`, handing it SECRET (hex, or NULL)
  * on a pipe, and RANK0_HOST (NULL: Slurm's layout says) once checked, or
  * with RANK0_PORT_ONLY, `bootstrap --rank0-port`; 0, or -1 (ERR may be
- * empty when the helper already told the user). */
+ * empty when the helper already told the user). *STORE_FD (STORE_FD not
+ * NULL): rank 0's listening socket the helper passed back, or -1. */
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     bool rank0_port_only, struct dt_env *out, char *err,
-		     size_t errlen);
+		     bool rank0_port_only, struct dt_env *out, int *store_fd,
+		     char *err, size_t errlen);
 
 struct dt_rdv_result;
 
@@ -211,10 +213,18 @@ int member_task_env(const struct plugin_state *st, char **envp,
 
 /* leader.c: a leader's, rank 0's included, once every rank arrived; 0, or
  * -1 with ERR (*QUIET as above), or with *USE_HELPER and no ERR where rank
- * 0 must move off the step's first port: then the helper does it all. */
+ * 0 must move off the step's first port: then the helper does it all.
+ * *STORE_FD: rank 0's listening socket, kept for the store, or -1. */
 int leader_task_env(const struct plugin_state *st, char **envp,
 		    uint32_t rank, const char *secret, const char *step_id,
-		    struct dt_env *env, bool *use_helper, bool *quiet,
-		    char *err, size_t errlen);
+		    struct dt_env *env, int *store_fd, bool *use_helper,
+		    bool *quiet, char *err, size_t errlen);
+
+/* store.c: in rank 0's task, hold the store's port into the program
+ * (common/store_port.h): STORE_FD, the barrier's socket, or a new one
+ * when there was no barrier or it is not on the store's port. HOOK: the
+ * Python hook is on the program's PYTHONPATH. 0, or -1 with ERR. */
+int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
+	       struct dt_env *env, char *err, size_t errlen);
 
 #endif

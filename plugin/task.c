@@ -175,7 +175,7 @@ int task_init(spank_t sp)
 	char *line = NULL;
 	char **envp = NULL, **argv = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
-	int argc = 0;
+	int argc = 0, store_fd = -1, hook;
 	uint32_t rank;
 	int local_rank, rc = -1;
 	bool barrier;
@@ -231,7 +231,8 @@ int task_init(spank_t sp)
 					step_id, &env, &quiet, err,
 					sizeof(err)) :
 			leader_task_env(st, envp, rank, secret, step_id, &env,
-					&use_helper, &quiet, err, sizeof(err));
+					&store_fd, &use_helper, &quiet, err,
+					sizeof(err));
 
 		if (got == 0) {
 			/* tests/bench/launch.sh reads the figure. */
@@ -264,7 +265,8 @@ int task_init(spank_t sp)
 		helper_ms = plugin_clock_ms();
 		if (helper_bootstrap(&st->step, envp,
 				     secret[0] ? secret : NULL,
-				     st->layout.master_addr, false, &env, err,
+				     st->layout.master_addr, false, &env,
+				     rank == 0 ? &store_fd : NULL, err,
 				     sizeof(err)) < 0) {
 			if (err[0])
 				task_error("%s", err);
@@ -308,10 +310,21 @@ apply:
 	}
 set:
 	/* torch's store: see common/python_hook.h. */
-	if (dt_python_hook(st->step.worker_lib, NULL,
-			   dt_envp_get(envp, "PYTHONPATH"), &env) < 0) {
+	hook = dt_python_hook(st->step.worker_lib, NULL,
+			      dt_envp_get(envp, "PYTHONPATH"), &env);
+	if (hook < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
+	}
+	/* Its port, held from the barrier into the program (store.c
+	 * takes STORE_FD either way). */
+	if (rank == 0) {
+		int held = store_hold(sp, store_fd, hook == 1, envp, &env, err,
+				      sizeof(err));
+
+		store_fd = -1;
+		if (held < 0)
+			goto fail;
 	}
 	if (apply(sp, &env) < 0)
 		goto out;
@@ -344,6 +357,8 @@ set:
 fail:
 	task_error("%s", err);
 out:
+	if (store_fd >= 0)
+		close(store_fd);
 	explicit_bzero(secret, sizeof(secret));
 	free(line);
 	dt_env_free(&env);

@@ -22,7 +22,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	exit 0
 fi
 
-echo "1..4"
+echo "1..8"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
 # where torch lacks it. Each script takes a port the kernel says is free
 # (other stacks' tests may run beside this one).
@@ -95,5 +95,138 @@ if [ "$out" = "[]" ]; then
 	echo "ok 4 - Python that does not use torch does not load it"
 else
 	echo "not ok 4 - the hook loaded torch in a program that does not use it"
+	sed 's/^/# /' <<<"$out"
+fi
+
+# Rank 0's socket holding the store's port (DIST_TRAIN_STORE_FD): the
+# store of torch 2.1 and later listens on that very socket, so the port is
+# never free; torch 1.13 and 2.0 have the socket closed just before their
+# store binds the port. A child started through subprocess gets it too, and
+# makes the store there; the others in the store's world reach it.
+out=$(PYTHONPATH=$hook timeout 120 "$python" - 2>&1 <<'PY'
+import os, socket, subprocess, sys
+# As rank 0's task holds it: bound, SO_REUSEPORT, not listening.
+def holding(port):
+    held = socket.socket(socket.AF_INET6)
+    held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    held.bind(("::", port))
+    return held
+held = holding(0)
+port = held.getsockname()[1]
+fd = held.detach()
+os.set_inheritable(fd, True)
+inode = os.fstat(fd).st_ino
+env = dict(os.environ, DIST_TRAIN_STORE_FD="%d:%d" % (fd, port))
+child = r"""
+import datetime, os, sys
+import torch
+from torch.distributed import TCPStore
+port, inode, via = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if via == "subprocess":
+    import subprocess
+    sys.exit(subprocess.call([sys.executable, "-c", sys.argv[4], *sys.argv[1:3], "child"]))
+server = TCPStore("localhost", port, 2, True, datetime.timedelta(seconds=30), wait_for_workers=False)
+client = TCPStore("localhost", port, 2, False, datetime.timedelta(seconds=30))
+client.set("k", "v")
+listening = set()
+for name in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+    for line in open(name).read().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            listening.add(int(f[9]))
+same = listening == {inode}
+print("torch", torch.__version__, via, "store", server.get("k").decode(),
+      "held socket" if same else "new socket", flush=True)
+"""
+# As after exec: the program alone holds the socket.
+for via in ("exec", "subprocess"):
+    if via == "subprocess":
+        held = holding(0)
+        port = held.getsockname()[1]
+        fd = held.detach()
+        os.set_inheritable(fd, True)
+        inode = os.fstat(fd).st_ino
+        env["DIST_TRAIN_STORE_FD"] = "%d:%d" % (fd, port)
+    run = subprocess.Popen([sys.executable, "-c", child, str(port), str(inode), via, child],
+                           env=env, pass_fds=(fd,), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    os.close(fd)
+    out, err = run.communicate()
+    print(out.strip() or err.strip().splitlines()[-1:])
+PY
+)
+new_torch=$("$python" -c 'import torch; print(int(tuple(map(int, torch.__version__.split("+")[0].split(".")[:2])) >= (2, 1)))')
+if [ "$new_torch" = 1 ]; then
+	want="store v held socket" how="the socket rank 0 held"
+else
+	want="store v new socket" how="the port, bound just after the socket closed (torch before 2.1)"
+fi
+n=5
+for via in exec subprocess; do
+	# The child of the subprocess case says "child".
+	if grep -q "^torch .* ${via/subprocess/child} $want$" <<<"$out"; then
+		echo "ok $n - DIST_TRAIN_STORE_FD, $via: the store works on $how"
+	else
+		echo "not ok $n - DIST_TRAIN_STORE_FD, $via: the store on $how"
+	fi
+	n=$((n + 1))
+done
+grep "^torch\|^\[" <<<"$out" | sed "s/^/# /"
+
+# A DIST_TRAIN_STORE_FD that names no socket bound to that port is
+# ignored: the descriptor is not touched, the store binds as it would.
+out=$(DIST_TRAIN_STORE_FD=0:1 PYTHONPATH=$hook timeout 60 "$python" - 2>&1 <<'PY'
+import datetime, os, socket
+from torch.distributed import TCPStore
+probe = socket.socket()
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
+probe.close()
+os.environ["DIST_TRAIN_STORE_FD"] = "0:%d" % port
+server = TCPStore("127.0.0.1", port, 1, True, datetime.timedelta(seconds=10))
+server.set("k", "v")
+os.fstat(0)
+print("ignored", server.get("k").decode())
+PY
+)
+if [ "$out" = "ignored v" ]; then
+	echo "ok 7 - a DIST_TRAIN_STORE_FD naming no socket bound to the port is ignored"
+else
+	echo "not ok 7 - a DIST_TRAIN_STORE_FD naming no socket bound to the port"
+	sed 's/^/# /' <<<"$out"
+fi
+
+# JAX's coordinator binds MASTER_PORT itself: importing jax lets the held
+# socket go (a stand-in jax module: Debian has none).
+fake=$(mktemp -d)
+echo 'pass' > "$fake/jax.py"
+out=$(PYTHONPATH=$hook:$fake timeout 60 "$python" - 2>&1 <<'PY'
+import os, socket, subprocess, sys
+held = socket.socket()
+held.bind(("127.0.0.1", 0))
+held.listen(8)
+port = held.getsockname()[1]
+fd = held.detach()
+os.set_inheritable(fd, True)
+code = """
+import os, socket
+import jax
+s = socket.socket()
+s.bind(("127.0.0.1", %d))
+print("bound after import jax")
+""" % port
+env = dict(os.environ, DIST_TRAIN_STORE_FD="%d:%d" % (fd, port))
+run = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(fd,),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+os.close(fd)
+print(run.communicate()[0].strip())
+PY
+)
+rm -rf "$fake"
+if [ "$out" = "bound after import jax" ]; then
+	echo "ok 8 - importing jax lets rank 0's socket go, for JAX's coordinator"
+else
+	echo "not ok 8 - importing jax lets rank 0's socket go"
 	sed 's/^/# /' <<<"$out"
 fi

@@ -25,6 +25,17 @@
 #   hung collective leaves behind what each rank was doing. Both names of
 #   each variable are set: torch 2.x's TORCH_NCCL_* and the TORCH_FR_* of
 #   later releases (torch 1.13 has no flight recorder and ignores them).
+# - Rank 0's store takes the socket that holds its port from the start
+#   barrier on, named in DIST_TRAIN_STORE_FD ("FD:PORT", bound, not yet
+#   listening: common/store_hold.h): the port is never free for another
+#   user to take between the barrier and the store. torch 2.1 and later
+#   take it (master_listen_fd; before 2.8 only without libuv), and a
+#   child this process starts (subprocess, multiprocessing, fork) gets it
+#   too, as it may be the one that makes the store. torch 1.13 and 2.0 cannot take it: the socket is closed
+#   just before their store binds the port, or when this process starts
+#   a child (which could bind the port itself), whichever comes first.
+#   JAX's coordinator binds the port itself (JAX_COORDINATOR_ADDRESS is
+#   MASTER_ADDR:MASTER_PORT): importing jax lets the socket go.
 #
 # It then runs the sitecustomize it hides, if any.
 import sys
@@ -101,7 +112,113 @@ def _wait_for_server(host, port, timeout):
         pause = min(pause * 2, most)
 
 
+def _held_store_socket():
+    """(FD, PORT) of the socket DIST_TRAIN_STORE_FD names, bound to PORT
+    and not yet listening (common/store_hold.h), when this process has
+    it; else None."""
+    import os
+    import socket
+    import stat
+
+    try:
+        fd, port = (int(part) for part in
+                    os.environ.get("DIST_TRAIN_STORE_FD", "").split(":"))
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
+        sock = socket.socket(fileno=fd)
+        try:
+            ok = (sock.type == socket.SOCK_STREAM
+                  and sock.getsockname()[1] == port)
+        finally:
+            sock.detach()
+        return (fd, port) if ok else None
+    except (OSError, ValueError):
+        return None
+
+
+def _listen(fd):
+    """The held socket listens, as the store's. Once it listens, no
+    other socket can bind the port: the ones it accepts may now leave the
+    port reusable behind them (SO_REUSEADDR), and no other socket of this
+    user may share it (SO_REUSEPORT off)."""
+    import os
+    import socket
+
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.listen(socket.SOMAXCONN)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 0)
+    finally:
+        sock.detach()
+    # torch's store polls, then accepts: a blocking socket.
+    os.set_blocking(fd, True)
+
+
+_held = None
+
+
+def _take_held(port):
+    """The held socket, when it is PORT's and not taken yet."""
+    global _held
+    try:
+        if _held is None or _held[1] != int(port):
+            return None
+    except (TypeError, ValueError):
+        return None
+    fd, _held = _held[0], None
+    return fd
+
+
+_torch_release = None
+
+
+def _torch_version():
+    """(MAJOR, MINOR) of this Python's torch, without importing it where
+    it is not yet; (0, 0) when unknown."""
+    global _torch_release
+    import re
+
+    if _torch_release is not None:
+        return _torch_release
+    version = getattr(sys.modules.get("torch"), "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as installed
+            version = installed("torch")
+        except Exception:  # no metadata, no torch
+            version = ""
+    found = re.match(r"(\d+)\.(\d+)", str(version))
+    _torch_release = ((int(found.group(1)), int(found.group(2))) if found
+                      else (0, 0))
+    return _torch_release
+
+
+def _let_go():
+    """Close the held socket: this process will not make the store."""
+    global _held
+    import os
+
+    if _held is not None:
+        os.close(_held[0])
+        _held = None
+
+
+def _before_child():
+    """A child is about to start: the held socket, which it inherits,
+    where torch takes one; else let go here, as the child may bind the
+    port itself and must find it free."""
+    if _held is None:
+        return None
+    if _torch_version() >= (2, 1):
+        return _held[0]
+    _let_go()
+    return None
+
+
 def _compat_store(original):
+    takes_fd = "master_listen_fd" in (original.__init__.__doc__ or "")
+
     class TCPStore(original):
         __doc__ = original.__doc__
 
@@ -110,6 +227,17 @@ def _compat_store(original):
                 _wait_for_server(_arg(args, kwargs, 0, "host_name", None),
                                  _arg(args, kwargs, 1, "port", None),
                                  _arg(args, kwargs, 4, "timeout", None))
+            else:
+                fd = _take_held(_arg(args, kwargs, 1, "port", None))
+                if fd is not None and takes_fd:
+                    _listen(fd)
+                    kwargs["master_listen_fd"] = fd
+                    # Before 2.8 the libuv store takes no socket.
+                    if _torch_version() < (2, 8):
+                        kwargs["use_libuv"] = False
+                elif fd is not None:
+                    import os
+                    os.close(fd)  # torch 1.13, 2.0: it binds the port itself
             try:
                 super().__init__(*args, **kwargs)
             except Exception as e:  # RuntimeError, DistStoreError
@@ -126,7 +254,34 @@ def _compat_store(original):
 _stores = {}
 
 
+def _pass_held(module):
+    """subprocess and multiprocessing's children get the held socket."""
+    if module.__name__ == "subprocess":
+        popen_init = module.Popen.__init__
+
+        def __init__(self, *args, **kwargs):
+            fd = _before_child()
+            if fd is not None and kwargs.get("close_fds", True):
+                kwargs["pass_fds"] = tuple(kwargs.get("pass_fds", ())) + (fd,)
+            popen_init(self, *args, **kwargs)
+
+        module.Popen.__init__ = __init__
+    elif module.__name__ == "multiprocessing.util":
+        spawnv_passfds = module.spawnv_passfds
+
+        def spawnv(path, args, passfds):
+            fd = _before_child()
+            if fd is not None:
+                passfds = tuple(passfds) + (fd,)
+            return spawnv_passfds(path, args, passfds)
+
+        module.spawnv_passfds = spawnv
+
+
 def _patch(module):
+    if module.__name__ in ("subprocess", "multiprocessing.util"):
+        _pass_held(module)
+        return
     store = getattr(module, "TCPStore", None)
     if not isinstance(store, type) or store in _stores.values():
         return
@@ -138,11 +293,17 @@ def _patch(module):
 
 
 class _TorchDistributedFinder:
-    """Patch each torch.distributed module once it has run."""
+    """Patch each torch.distributed module once it has run, and where
+    this process holds rank 0's socket, subprocess and multiprocessing."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch.distributed" and not name.startswith("torch.distributed."):
+        if name == "jax":
+            _let_go()
             return None
+        if name != "torch.distributed" and not name.startswith("torch.distributed."):
+            if _held is None or name not in ("subprocess",
+                                             "multiprocessing.util"):
+                return None
         spec = None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -199,6 +360,13 @@ def _run_hidden_sitecustomize():
         spec.loader.exec_module(module)
 
 
+_held = _held_store_socket()
+if _held is not None:
+    import os as _os
+    _os.register_at_fork(before=_before_child)
+    for _name in ("subprocess", "multiprocessing.util"):
+        if _name in sys.modules:
+            _pass_held(sys.modules[_name])
 if not any(isinstance(f, _TorchDistributedFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _TorchDistributedFinder())
 _flight_recorder()

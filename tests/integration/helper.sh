@@ -5,7 +5,7 @@
 
 cluster_start
 pmix_or_end
-plan 14
+plan 15
 
 make_show_script
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
@@ -62,7 +62,16 @@ rm -f "$JOBS/held-check.out" "$JOBS/held.ready"
 job sbatch --wait held-check.sh
 cp "$JOBS/held-check.out" "$OUT" 2>/dev/null
 check "check without PMIx on a taken port: one clear message, naming the fix" \
-	grep -q '^dist-train: error: on n1: port [0-9]* on n1 is in use by another program: run with --mpi=pmix so that rank 0 picks a free port, or rerun the step$' "$OUT" || show_output
+	grep -q '^dist-train: error: on n1: port [0-9]* on n1 is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$' "$OUT" || show_output
+# Without the helper too (no check, no PMIx): rank 0's task takes the
+# store's port before the program, and says at once that it is taken.
+sed 's/srun --dist-train=check,timeout=10 true/srun --dist-train true/; s/held-check.out/held-plain.out/' \
+	"$JOBS/held-check.sh" | job_file held-plain.sh
+rm -f "$JOBS/held-plain.out" "$JOBS/held.ready"
+job sbatch --wait held-plain.sh
+cp "$JOBS/held-plain.out" "$OUT" 2>/dev/null
+check "no helper, no PMIx, a taken port: one clear message from rank 0's task, naming the fix" \
+	eval '[ "$(grep -c "is in use" "$OUT")" = 1 ] && grep -q "^dist-train: error: on n1: port [0-9]* on n1, where rank 0.s store is to listen, is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$" "$OUT"' || show_output
 
 set_plugin_args helper=/nonexistent/dist-train
 job srun -N2 -n2 --mpi=pmix --dist-train=check true

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 16
+plan 19
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -36,10 +36,10 @@ EOF
 
 # The attacker: finds the new listening port in the site's range (as any
 # user can, from /proc/net/tcp), then attacks it until told to stop.
-job_file attacker.py <<'EOF'
-import os, random, socket, sys, time
-
-host, before_file, stop_file = sys.argv[1], sys.argv[2], sys.argv[3]
+job_file port_watch.py <<'EOF'
+"""Rank 0's new listening port in the site's range, found as any user can
+(/proc/net/tcp): the attacker's and the squatter's first step."""
+import os, sys, time
 
 def listening():
     ports = set()
@@ -54,16 +54,27 @@ def listening():
                 ports.add(int(f[1].rsplit(":", 1)[1], 16))
     return ports
 
-if sys.argv[4:] == ["snapshot"]:
-    open(before_file, "w").write(" ".join(map(str, listening())))
-    sys.exit(0)
+def new_port(before_file, stop_file, pause):
+    """With "snapshot" last on the command line: note the ports listening
+    now, and exit. Else: the first port listening since, or None once
+    STOP_FILE exists."""
+    if sys.argv[-1] == "snapshot":
+        open(before_file, "w").write(" ".join(map(str, listening())))
+        sys.exit(0)
+    before = set(map(int, open(before_file).read().split()))
+    while not os.path.exists(stop_file):
+        new = [p for p in listening() - before if 20000 <= p <= 28999]
+        if new:
+            return new[0]
+        time.sleep(pause)
+    return None
+EOF
+job_file attacker.py <<'EOF'
+import os, random, socket, sys, time
+from port_watch import new_port
 
-before = set(map(int, open(before_file).read().split()))
-port = None
-while port is None and not os.path.exists(stop_file):
-    new = [p for p in listening() - before if 20000 <= p <= 28999]
-    port = new[0] if new else None
-    time.sleep(0.02)
+host, before_file, stop_file = sys.argv[1], sys.argv[2], sys.argv[3]
+port = new_port(before_file, stop_file, 0.02)
 if port is None:
     print("ATTACK found no port", flush=True)
     sys.exit(1)
@@ -190,5 +201,95 @@ check "scancel during the bootstrap ($waiting helpers waiting) leaves no helper"
 	test "$waiting" -ge 3 -a "$left" = 0 || diag "$(pgrep -fa 'dist-train bootstrap')"
 pkill -f 'sleep 120' 2>/dev/null
 set_plugin_args
+
+# Rank 0's store port, from the barrier to the store (common/store_port.h):
+# the other user watches for rank 0's new listening port and tries to bind
+# it in a tight loop until the ranks have used the store (rank 0 then
+# writes .squat-done, its store still up). torch 2.1 and later take rank
+# 0's socket: the squatter never binds it, nor accepts a connection. 1.13
+# and 2.0 cannot: the port is free for the instant between the socket's
+# close and the store's bind, which the squatter may win; the step then
+# fails in torch's words naming the port.
+job_file squat_job.py <<'EOF2'
+import pathlib
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.tensor([1.0])
+dist.all_reduce(t)
+if dist.get_rank() == 0:
+    pathlib.Path(".squat-done").touch()
+dist.barrier()
+print(f"SQUATTED rank={dist.get_rank()} sum={int(t.item())}", flush=True)
+dist.destroy_process_group()
+EOF2
+job_file squatter.py <<'EOF2'
+import os, socket, sys, time
+
+from port_watch import new_port
+
+before_file, stop_file, done_file = sys.argv[1], sys.argv[2], sys.argv[3]
+port = new_port(before_file, stop_file, 0.002)
+print(f"SQUAT port {port}", flush=True)
+tries = binds = accepted = 0
+while port is not None and not os.path.exists(stop_file) \
+        and not os.path.exists(done_file):
+    for family, address, share in ((socket.AF_INET6, "::", 0),
+                                   (socket.AF_INET, "0.0.0.0", 0),
+                                   (socket.AF_INET6, "::", 1)):
+        s = socket.socket(family)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, share)
+        tries += 1
+        try:
+            s.bind((address, port))
+            s.listen(1024)
+        except OSError:
+            s.close()
+            continue
+        binds += 1
+        s.settimeout(0.2)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            try:
+                conn, _ = s.accept()
+                accepted += 1
+                conn.close()
+            except OSError:
+                pass
+        s.close()
+print(f"SQUAT tries={tries} binds={binds} accepted={accepted}", flush=True)
+EOF2
+torch_takes_socket=$(python3 -c 'import re, torch; m = re.match(r"(\d+)\.(\d+)", torch.__version__); print(int((int(m[1]), int(m[2])) >= (2, 1)))' 2>/dev/null)
+squatted_step() { # NAME SRUN-ARGS...
+	local name=$1 log=$ATTACK/squat.log squatter rc
+	shift
+	rm -f "$ATTACK/stop" "$log" "$JOBS/.squat-done"
+	runuser -u "$OTHER" -- python3 "$JOBS/squatter.py" "$ATTACK/listening" "$ATTACK/stop" "$JOBS/.squat-done" snapshot
+	runuser -u "$OTHER" -- python3 "$JOBS/squatter.py" "$ATTACK/listening" "$ATTACK/stop" "$JOBS/.squat-done" > "$log" 2>&1 &
+	squatter=$!
+	job srun "$@"
+	rc=$?
+	touch "$ATTACK/stop"
+	wait $squatter
+	diag "$name: $(tr '\n' ' ' < "$log")(exit $rc)"
+	if [ "$torch_takes_socket" = 1 ]; then
+		check "$name: the step runs with rank 0's store while another user tries to take its port" \
+			eval '[ $rc = 0 ] && [ -e "$JOBS/.squat-done" ] && grep -q "^SQUAT port [0-9]" "$log" && grep -q "^SQUAT tries=[1-9][0-9]* binds=0 accepted=0$" "$log"' ||
+			{ show_output; diag "$(cat "$log")"; }
+	else
+		check "$name: the step runs, or fails naming its port, while another user tries to take it (torch before 2.1)" \
+			eval '[ $rc = 0 ] || grep -q "$(sed -n "s/^SQUAT port //p" "$log")" "$ERR"' ||
+			{ show_output; diag "$(cat "$log")"; }
+	fi
+}
+squatted_step "store, no PMIx" -N2 -n4 --mpi=none --dist-train python3 squat_job.py
+if slurm_has_pmix; then
+	squatted_step "store, PMIx" -N2 -n4 --mpi=pmix --dist-train python3 squat_job.py
+else
+	pmix_check "store, PMIx: the step runs with rank 0's store" false
+fi
+squatted_step "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun squat_job.py
 
 finish

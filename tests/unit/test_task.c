@@ -30,6 +30,7 @@ static void mock_task_exit(int code)
 
 #include "../../plugin/task.c"
 #include "../../common/binding.h"
+#include "../../common/store_port.h"
 
 /* ---- the mock slurmstepd ---------------------------------------------- */
 
@@ -57,12 +58,13 @@ static char helper_env_secret[DT_SECRET_HEX + 1];
 
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
-		     bool rank0_port_only, struct dt_env *out, char *err,
-		     size_t errlen)
+		     bool rank0_port_only, struct dt_env *out, int *store_fd,
+		     char *err, size_t errlen)
 {
 	const char *in_env = dt_envp_get((char **)envp, DT_SECRET_ENV);
 
 	(void)cfg, (void)rank0_host, (void)rank0_port_only, (void)out;
+	(void)store_fd;
 	snprintf(helper_secret, sizeof(helper_secret), "%s",
 		 secret ? secret : "");
 	snprintf(helper_env_secret, sizeof(helper_env_secret), "%s",
@@ -93,13 +95,26 @@ int member_task_env(const struct plugin_state *st, char **envp,
 
 int leader_task_env(const struct plugin_state *st, char **envp,
 		    uint32_t rank, const char *secret, const char *step_id,
-		    struct dt_env *env, bool *use_helper, bool *quiet,
-		    char *err, size_t errlen)
+		    struct dt_env *env, int *store_fd, bool *use_helper,
+		    bool *quiet, char *err, size_t errlen)
 {
 	(void)st, (void)envp, (void)rank, (void)secret, (void)step_id;
-	(void)env, (void)use_helper, (void)quiet;
+	(void)env, (void)store_fd, (void)use_helper, (void)quiet;
 	snprintf(err, errlen, "a leader is not part of this test");
 	return -1;
+}
+
+/* Rank 0's hold on the store's port binds a socket: tested on the
+ * cluster (tests/integration/hostile.sh). Here: which port it was given. */
+static uint16_t held_port;
+
+int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
+	       struct dt_env *env, char *err, size_t errlen)
+{
+	(void)sp, (void)hook, (void)envp, (void)err, (void)errlen;
+	CU_ASSERT_EQUAL(store_fd, -1);
+	held_port = dt_store_port(env);
+	return 0;
 }
 
 int torchrun_task_env(const struct plugin_state *st, char **envp,
@@ -284,12 +299,15 @@ static void test_environment_set(void)
 	char out[8192];
 
 	setup_task();
+	held_port = 0;
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
 	CU_ASSERT(moves > 1);
 	CU_ASSERT_STRING_EQUAL(env_value("RANK"), "0");
 	CU_ASSERT_STRING_EQUAL(env_value("WORLD_SIZE"), "1");
 	CU_ASSERT_STRING_EQUAL(env_value("MASTER_ADDR"), "n7");
 	CU_ASSERT_STRING_EQUAL(env_value("MASTER_PORT"), "20001");
+	/* Rank 0, without a barrier, takes its store's port itself. */
+	CU_ASSERT_EQUAL(held_port, 20001);
 	teardown_task();
 }
 
