@@ -204,18 +204,24 @@ set_plugin_args
 
 # Rank 0's store port, from the barrier to the store (common/store_port.h):
 # the other user watches for rank 0's new listening port and tries to bind
-# it in a tight loop until the ranks have used the store (rank 0 then
-# writes .squat-done, its store still up). torch 2.1 and later take rank
+# it in a tight loop until the ranks have used the store (rank 0 waits for
+# its first 300 tries, then writes .squat-done, its store still up). torch 2.1 and later take rank
 # 0's socket: the squatter never binds it, nor accepts a connection. 1.13
 # and 2.0 cannot: the port is free for the instant between the socket's
 # close and the store's bind, which the squatter may win; the step then
 # fails in torch's words naming the port.
 job_file squat_job.py <<'EOF2'
-import pathlib
+import os, pathlib, sys, time
 import torch
 import torch.distributed as dist
 
 dist.init_process_group("gloo")
+# The store stays up until the squatter has tried its port a while, however
+# slowly it started (a loaded machine).
+if dist.get_rank() == 0:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
 t = torch.tensor([1.0])
 dist.all_reduce(t)
 if dist.get_rank() == 0:
@@ -230,6 +236,7 @@ import os, socket, sys, time
 from port_watch import new_port
 
 before_file, stop_file, done_file = sys.argv[1], sys.argv[2], sys.argv[3]
+tried_file = before_file + ".tried"
 port = new_port(before_file, stop_file, 0.002)
 print(f"SQUAT port {port}", flush=True)
 tries = binds = accepted = 0
@@ -242,6 +249,8 @@ while port is not None and not os.path.exists(stop_file) \
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, share)
         tries += 1
+        if tries == 300:
+            open(tried_file, "w").close()
         try:
             s.bind((address, port))
             s.listen(1024)
@@ -265,7 +274,7 @@ torch_takes_socket=$(python3 -c 'import re, torch; m = re.match(r"(\d+)\.(\d+)",
 squatted_step() { # NAME SRUN-ARGS...
 	local name=$1 log=$ATTACK/squat.log squatter rc
 	shift
-	rm -f "$ATTACK/stop" "$log" "$JOBS/.squat-done"
+	rm -f "$ATTACK/stop" "$log" "$JOBS/.squat-done" "$ATTACK/listening.tried"
 	runuser -u "$OTHER" -- python3 "$JOBS/squatter.py" "$ATTACK/listening" "$ATTACK/stop" "$JOBS/.squat-done" snapshot
 	runuser -u "$OTHER" -- python3 "$JOBS/squatter.py" "$ATTACK/listening" "$ATTACK/stop" "$JOBS/.squat-done" > "$log" 2>&1 &
 	squatter=$!
@@ -284,12 +293,12 @@ squatted_step() { # NAME SRUN-ARGS...
 			{ show_output; diag "$(cat "$log")"; }
 	fi
 }
-squatted_step "store, no PMIx" -N2 -n4 --mpi=none --dist-train python3 squat_job.py
+squatted_step "store, no PMIx" -N2 -n4 --mpi=none --dist-train python3 squat_job.py "$ATTACK/listening.tried"
 if slurm_has_pmix; then
-	squatted_step "store, PMIx" -N2 -n4 --mpi=pmix --dist-train python3 squat_job.py
+	squatted_step "store, PMIx" -N2 -n4 --mpi=pmix --dist-train python3 squat_job.py "$ATTACK/listening.tried"
 else
 	pmix_check "store, PMIx: the step runs with rank 0's store" false
 fi
-squatted_step "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun squat_job.py
+squatted_step "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun squat_job.py "$ATTACK/listening.tried"
 
 finish
