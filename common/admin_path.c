@@ -136,7 +136,8 @@ int dt_admin_paths_check(const struct dt_config *cfg, char *err,
 	if (slash) {
 		snprintf(hook, sizeof(hook), "%.*s/python/sitecustomize.py",
 			 (int)(slash - cfg->worker_lib), cfg->worker_lib);
-		if (dt_admin_path_check("worker-lib", hook, err, errlen) < 0)
+		if (check_as("worker-lib", hook, cfg->worker_lib, err,
+			     errlen) < 0)
 			return -1;
 	}
 	if (cfg->topology[0] &&
