@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,20 +166,107 @@ static int rank0_host(struct plugin_state *st, char **envp,
 					     st->runs_rank0, err, errlen);
 }
 
+/*
+ * The start barrier, before the program: every rank reaches rank 0, which
+ * proves to each that its port is the step's. 0 with ENV set (and, in
+ * rank 0, *STORE_FD its listening socket), or -1 with ERR ("" where the
+ * task's leader or rank 0 says it).
+ */
+static int meet_at_barrier(spank_t sp, struct plugin_state *st, char **envp,
+			   uint32_t rank, int local_rank, const char *secret,
+			   const char *step_id, const char *hostfile_host,
+			   struct dt_env *env, int *store_fd, char *notes,
+			   size_t notes_len, double *helper_ms, char *err,
+			   size_t errlen)
+{
+	char took[96], **argv = NULL;
+	int argc = 0;
+
+	if (lean_without_helper(st, envp, secret)) {
+		bool quiet = false, use_helper = false;
+		double waited = plugin_clock_ms();
+		int got = local_rank ?
+			member_task_env(st, envp, rank, local_rank, secret,
+					step_id, env, &quiet, err, errlen) :
+			leader_task_env(st, envp, rank, secret, step_id, env,
+					store_fd, &use_helper, &quiet, err,
+					errlen);
+
+		if (got == 0) {
+			/* tests/bench/launch.sh reads the figure. */
+			snprintf(took, sizeof(took), "no helper: %s in %.1f ms",
+				 local_rank ? "rank 0's answer through local "
+				 "rank 0" : rank ? "this node's ranks led to "
+				 "rank 0" : "every rank arrived at rank 0",
+				 plugin_clock_ms() - waited);
+			dt_note(notes, notes_len, took);
+			return 0;
+		}
+		if (!use_helper) {
+			if (quiet)
+				err[0] = '\0';
+			return -1;
+		}
+		/* Rank 0 must move: the helper does it all. */
+		dt_env_free(env);
+	}
+	/* The helper cannot read what only srun knew: it is told. */
+	if (!st->layout.master_addr && hostfile_host[0] &&
+	    rank0_host(st, envp, hostfile_host, err, errlen) < 0) {
+		/* Each task of the node would say it: local task 0 does. */
+		if (local_rank != 0)
+			err[0] = '\0';
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
+	    argc > 0 && argv)
+		st->program = argv[0];
+	*helper_ms = plugin_clock_ms();
+	if (helper_bootstrap(&st->step, envp, secret[0] ? secret : NULL,
+			     st->layout.master_addr, false, env,
+			     rank == 0 ? store_fd : NULL, err, errlen) < 0)
+		return -1;
+	*helper_ms = plugin_clock_ms() - *helper_ms;
+	return 0;
+}
+
+/*
+ * torchrun mode: the agents' store is where the barrier met, which PMIx
+ * may have moved off the step's first port (the MASTER_PORT of the
+ * barrier's answer). 0, or -1 with ERR.
+ */
+static int store_port_from(struct plugin_state *st, const struct dt_env *met,
+			   char *err, size_t errlen)
+{
+	const char *port = dt_env_get(met, "MASTER_PORT");
+	char *end;
+	unsigned long value;
+
+	errno = 0;
+	value = port ? strtoul(port, &end, 10) : 0;
+	if (!port || errno || *end || value == 0 || value > 65535) {
+		snprintf(err, errlen, "the start barrier gave no valid port "
+			 "for torchrun's store: ask your administrator to "
+			 "install one dist-train release on every node");
+		return -1;
+	}
+	st->ports.port[0] = (uint16_t)value;
+	return 0;
+}
+
 int task_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_env env = { 0 };
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	char secret[DT_SECRET_HEX + 1], hostfile_host[256], took[96];
+	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
 	char *line = NULL;
-	char **envp = NULL, **argv = NULL;
+	char **envp = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
-	int argc = 0, store_fd = -1, hook;
+	int store_fd = -1, hook, met;
 	uint32_t rank;
 	int local_rank, rc = -1;
-	bool barrier;
 
 	if (!st->node_active) {
 		/* srun gave the step the environment and this node did not
@@ -213,6 +301,24 @@ int task_init(spank_t sp)
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
 
 	if (st->step.torchrun) {
+		/* The agents meet before any of them reads the store that
+		 * the first one hosts: its answer proves the port is the
+		 * step's, and rank 0 holds it into the store from then on. */
+		if (st->layout.world_size > 1) {
+			struct dt_env agent = { 0 };
+
+			met = meet_at_barrier(sp, st, envp, rank, local_rank,
+					      secret, step_id, hostfile_host,
+					      &agent, &store_fd, notes,
+					      sizeof(notes), &helper_ms, err,
+					      sizeof(err));
+			if (met == 0)
+				met = store_port_from(st, &agent, err,
+						      sizeof(err));
+			dt_env_free(&agent);
+			if (met < 0)
+				goto fail;
+		}
 		/* Agents are not bound: their workers are, by themselves. */
 		if (torchrun_task_env(st, envp, step_id, &env, notes,
 				      sizeof(notes), err, sizeof(err)) < 0) {
@@ -222,59 +328,15 @@ int task_init(spank_t sp)
 		}
 		goto set;
 	}
-	barrier = needs_barrier(&st->step, envp);
-	if (barrier && lean_without_helper(st, envp, secret)) {
-		bool quiet, use_helper = false;
-		double waited = plugin_clock_ms();
-		int got = local_rank ?
-			member_task_env(st, envp, rank, local_rank, secret,
-					step_id, &env, &quiet, err,
-					sizeof(err)) :
-			leader_task_env(st, envp, rank, secret, step_id, &env,
-					&store_fd, &use_helper, &quiet, err,
-					sizeof(err));
-
-		if (got == 0) {
-			/* tests/bench/launch.sh reads the figure. */
-			snprintf(took, sizeof(took), "no helper: %s in %.1f ms",
-				 local_rank ? "rank 0's answer through local "
-				 "rank 0" : rank ? "this node's ranks led to "
-				 "rank 0" : "every rank arrived at rank 0",
-				 plugin_clock_ms() - waited);
-			dt_note(notes, sizeof(notes), took);
-			goto apply;
-		}
-		if (!use_helper) {
-			if (!quiet)
-				task_error("%s", err);
-			goto out;
-		}
-		/* Rank 0 must move: the helper does it all. */
-	}
-	if (barrier) {
-		/* The helper cannot read what only srun knew: it is told. */
-		if (!st->layout.master_addr && hostfile_host[0] &&
-		    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
-			if (local_rank != 0)
-				goto out;
-			goto fail;
-		}
-		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) ==
-		    ESPANK_SUCCESS && argc > 0 && argv)
-			st->program = argv[0];
-		helper_ms = plugin_clock_ms();
-		if (helper_bootstrap(&st->step, envp,
-				     secret[0] ? secret : NULL,
-				     st->layout.master_addr, false, &env,
-				     rank == 0 ? &store_fd : NULL, err,
-				     sizeof(err)) < 0) {
-			if (err[0])
-				task_error("%s", err);
-			goto out;
-		}
-		helper_ms = plugin_clock_ms() - helper_ms;
+	met = needs_barrier(&st->step, envp) ?
+		meet_at_barrier(sp, st, envp, rank, local_rank, secret, step_id,
+				hostfile_host, &env, &store_fd, notes,
+				sizeof(notes), &helper_ms, err, sizeof(err)) :
+		1;
+	if (met < 0)
+		goto fail;
+	if (met == 0)
 		goto apply;
-	}
 	if (!st->layout.master_addr &&
 	    rank0_host(st, envp, hostfile_host, err, sizeof(err)) < 0) {
 		/* Each task of the node would say it: local task 0 does. */
@@ -355,7 +417,9 @@ set:
 	rc = 0;
 	goto out;
 fail:
-	task_error("%s", err);
+	/* An empty ERR: the task's own rank 0, or its leader, says it. */
+	if (err[0])
+		task_error("%s", err);
 out:
 	if (store_fd >= 0)
 		close(store_fd);
