@@ -2,8 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <linux/filter.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +13,6 @@
 #include "../common/net.h"
 #include "node.h"
 #include "rank0.h"
-#include "store_filter.h"
 
 /* Descriptors rank 0 needs besides its connections. */
 #define OTHER_FDS 64
@@ -275,56 +272,6 @@ static void reached_address(struct loop *l, char *buf, size_t len)
 	}
 }
 
-/*
- * Once every rank proved itself, the listening socket, which is torch's
- * store next (common/store_hold.h), admits only the addresses they proved
- * themselves from, this node's own and loopback (common/store_filter.h).
- * Where it cannot (more addresses than a filter holds, no memory), the
- * store is reachable as before: that is no reason to fail the step.
- */
-static void admit_only_proven(struct loop *l, int listen_fd)
-{
-	struct dt_peer_set set = { 0 };
-	struct ifaddrs *ifs = NULL;
-	struct sock_filter *prog = NULL;
-	struct sock_fprog fprog;
-	int len;
-
-	for (uint32_t id = 0; id < l->slots; id++) {
-		struct sockaddr_storage sa;
-		socklen_t salen = sizeof(sa);
-
-		if (l->fds[id] < 0 || dt_rdv_rank_of(l->srv, id) < 0)
-			continue;
-		if (getpeername(l->fds[id], (struct sockaddr *)&sa,
-				&salen) < 0 ||
-		    dt_peer_set_add(&set, (struct sockaddr *)&sa) < 0)
-			goto out;
-	}
-	if (getifaddrs(&ifs) < 0)
-		goto out;
-	for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
-		if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
-				    i->ifa_addr->sa_family == AF_INET6) &&
-		    dt_peer_set_add(&set, i->ifa_addr) < 0)
-			goto out;
-	prog = calloc(DT_FILTER_MAX_INSNS, sizeof(*prog));
-	if (!prog)
-		goto out;
-	len = dt_store_filter_build(&set, 1, prog, DT_FILTER_MAX_INSNS);
-	if (len < 0)
-		goto out;
-	fprog.len = (unsigned short)len;
-	fprog.filter = prog;
-	setsockopt(listen_fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog,
-		   sizeof(fprog));
-out:
-	free(prog);
-	if (ifs)
-		freeifaddrs(ifs);
-	dt_peer_set_free(&set);
-}
-
 int rank0_serve(int listen_fd, const struct rank0_params *p,
 		struct dt_rdv_result *res, char *err, size_t errlen)
 {
@@ -450,8 +397,6 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	if (!reply.address[0] && p->address)
 		snprintf(reply.address, sizeof(reply.address), "%s",
 			 p->address);
-	/* Before the answer lets the ranks go on to the store. */
-	admit_only_proven(&l, listen_fd);
 	answer_all(&l, &reply);
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
 	res->port = reply.port;

@@ -8,8 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/filter.h>
-#include <stdlib.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,28 +71,6 @@ static int bound_socket(int family, uint16_t port)
 	return -1;
 }
 
-/* The barrier's filter on who may connect (common/store_filter.h), from
- * FROM to TO, which becomes the store. */
-static void copy_filter(int from, int to)
-{
-	struct sock_fprog fprog = { 0 };
-	socklen_t len = 0;
-
-	/* Its length first, in instructions, not bytes. */
-	if (getsockopt(from, SOL_SOCKET, SO_GET_FILTER, NULL, &len) < 0 ||
-	    len == 0)
-		return;
-	fprog.filter = calloc(len, sizeof(*fprog.filter));
-	if (fprog.filter &&
-	    getsockopt(from, SOL_SOCKET, SO_GET_FILTER, fprog.filter,
-		       &len) == 0) {
-		fprog.len = (unsigned short)len;
-		setsockopt(to, SOL_SOCKET, SO_ATTACH_FILTER, &fprog,
-			   sizeof(fprog));
-	}
-	free(fprog.filter);
-}
-
 /*
  * The holding socket on PORT. FROM is the barrier's listening socket on
  * PORT, or -1: then one is made first, as the barrier's is, so that the
@@ -114,8 +90,6 @@ static int hold_port(int from, uint16_t port)
 	    getsockname(from, (struct sockaddr *)&a, &len) == 0)
 		fd = bound_socket(a.ss_family, port);
 	saved = errno;
-	if (fd >= 0)
-		copy_filter(from, fd);
 	close(from);
 	errno = saved;
 	return fd;
