@@ -268,6 +268,7 @@ int task_init(spank_t sp)
 	uint32_t rank;
 	int local_rank, rc = -1;
 
+	err[0] = '\0';
 	if (!st->node_active) {
 		/* srun gave the step the environment and this node did not
 		 * (its plugstack.conf differs): the program still never sees
