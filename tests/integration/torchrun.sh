@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 17
+plan 19
 
 job_file tr.py <<'EOF'
 import os
@@ -148,5 +148,60 @@ rm -f "$JOBS"/elastic-*.out "$JOBS"/snapshot-*
 job sbatch --wait elastic.sbatch
 check "contrib/sbatch/elastic.sbatch trains 10 epochs on 4 nodes" \
 	grep -q '^\[default0\]:done: 10 epochs, final world 8$' "$JOBS"/elastic-*.out || diag "$(cat "$JOBS"/elastic-*.out 2>&1 | tail -20)"
+
+# torchrun mode: the agents meet at rank 0's barrier before any of them
+# reads the store it hosts, so that none talks to a program that took the
+# port first (torchrun unpickles what it reads there). The holder counts
+# the bytes anyone sent it: a store client's, never the barrier's (whose
+# client waits for rank 0's proof first).
+job_file tr_hello.py <<'EOF2'
+import torch.distributed as dist
+dist.init_process_group("gloo")
+print(f"TR rank={dist.get_rank()} world={dist.get_world_size()}", flush=True)
+dist.destroy_process_group()
+EOF2
+job_file torchrun-held.sh <<'EOF2'
+#!/bin/bash
+#SBATCH -N2 --ntasks-per-node=1 -o torchrun-held.out
+port=$(( 20000 + 4 * ((SLURM_JOB_ID * 64 + 0) % 2250) ))
+rm -f held.stop
+python3 -c "import os, socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('', $port)); s.listen(64); s.settimeout(0.2)
+open('held.ready', 'w').close()
+conns = got = 0
+end = time.monotonic() + 60
+while time.monotonic() < end and not os.path.exists('held.stop'):
+    try:
+        c, _ = s.accept()
+    except OSError:
+        continue
+    conns += 1
+    c.settimeout(2)
+    try:
+        got += len(c.recv(4096))
+    except OSError:
+        pass
+    c.close()
+print(f'HOLDER connections={conns} bytes={got}', flush=True)" &
+holder=$!
+while [ ! -e held.ready ]; do sleep 0.1; done
+srun --mpi=${MPI:-none} --dist-train=torchrun,timeout=15 torchrun tr_hello.py
+echo "STEP exit=$?"
+touch held.stop
+wait $holder
+EOF2
+rm -f "$JOBS/torchrun-held.out" "$JOBS/held.ready"
+job sbatch --wait torchrun-held.sh
+cp "$JOBS/torchrun-held.out" "$OUT" 2>/dev/null
+check "torchrun mode, no PMIx, the store's port taken: one message naming it, and no agent sent the taker a byte" \
+	eval 'grep -q "is in use by another program: rerun with --mpi=pmix" "$OUT" && grep -q "^HOLDER connections=[0-9]* bytes=0$" "$OUT"' || show_output
+rm -f "$JOBS/torchrun-held.out" "$JOBS/held.ready"
+if slurm_has_pmix; then
+	job env MPI=pmix sbatch --wait torchrun-held.sh
+	cp "$JOBS/torchrun-held.out" "$OUT" 2>/dev/null
+fi
+pmix_check "torchrun mode, PMIx, the store's port taken: the agents meet on rank 0's new port and train; no agent sent the taker a byte" \
+	eval '[ "$(grep -c "TR rank=[0-7] world=2" "$OUT")" = 2 ] && grep -q "^STEP exit=0$" "$OUT" && grep -q "^HOLDER connections=[0-9]* bytes=0$" "$OUT"' || show_output
 
 finish
