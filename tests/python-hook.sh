@@ -5,7 +5,9 @@
 # back-off (the time it took is printed, not judged: tests/bench/launch.sh
 # measures what it gains), and looks its server's name up once while it
 # waits; a server that never comes still fails in torch's own words;
-# Python without torch.distributed is left alone.
+# Python without torch.distributed is left alone; rank 0's held socket is
+# handed to its store; torchrun's rendezvous state is unpickled with only
+# its own classes allowed.
 top_srcdir=${DT_TOP_SRCDIR:-$(dirname "$0")/..}
 hook=$top_srcdir/helper/python
 python=/usr/bin/python3
@@ -22,7 +24,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	exit 0
 fi
 
-echo "1..8"
+echo "1..9"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
 # where torch lacks it. Each script takes a port the kernel says is free
 # (other stacks' tests may run beside this one).
@@ -230,3 +232,37 @@ else
 	echo "not ok 8 - importing jax lets rank 0's socket go"
 	sed 's/^/# /' <<<"$out"
 fi
+
+# torchrun's agents unpickle the rendezvous state they read from their
+# store: through the hook a real state still reads back, and one written
+# by another program to run code is refused before it runs.
+marker=$(mktemp -d)
+out=$(PYTHONPATH=$hook MARKER="$marker/ran" timeout 60 "$python" - 2>&1 <<'PY'
+import datetime, os, pickle
+import torch.distributed.elastic.rendezvous.dynamic_rendezvous as rdzv
+state = rdzv._RendezvousState()
+node = rdzv._NodeDesc("n1", 42, 0)
+state.round = 3
+state.participants[node] = 0
+state.wait_list.add(node)
+state.deadline = datetime.datetime.now()
+state.last_heartbeats[node] = datetime.datetime.now(datetime.timezone.utc)
+print("state", vars(rdzv.pickle.loads(pickle.dumps(state))) == vars(state))
+class Forged:
+    def __reduce__(self):
+        return (os.system, ("touch " + os.environ["MARKER"],))
+try:
+    rdzv.pickle.loads(pickle.dumps(Forged()))
+    print("forged loaded")
+except pickle.PickleError as e:
+    print("forged refused:", e)
+PY
+)
+if grep -q '^state True$' <<<"$out" && grep -q '^forged refused: dist-train: .*posix.system' <<<"$out" &&
+	[ ! -e "$marker/ran" ]; then
+	echo "ok 9 - torchrun's rendezvous state: read back whole; a forged one refused, its code never run"
+else
+	echo "not ok 9 - torchrun's rendezvous state through the hook"
+	sed 's/^/# /' <<<"$out"
+fi
+rm -rf "$marker"

@@ -1,7 +1,8 @@
 # dist-train: put on the PYTHONPATH of a --dist-train task by the plugin.
 #
-# It changes how a torch TCPStore is made, nothing else, and nothing where
-# torch.distributed is never imported:
+# It changes how a torch TCPStore is made and how torchrun reads its
+# rendezvous state, nothing else, and nothing where torch.distributed is
+# never imported:
 #
 # - A client waits for its server (rank 0's store) before it connects.
 #   torch's own client, refused because the server is not listening yet,
@@ -18,6 +19,9 @@
 #   unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
 #   store only; torchrun's agent and workers make theirs without reading
 #   it. So a TCPStore that fails for want of libuv is made again without.
+# - torchrun's agents read the rendezvous state from their store with
+#   pickle: here only the classes of a rendezvous state may be unpickled,
+#   so that a state another program wrote there cannot run code.
 # - NCCL's flight recorder: unless the user set them, a buffer of each
 #   rank's last collectives, dumped when one times out, to
 #   dist-train-JOB.STEP.nccl-rank-N in the step's record folder (srun's
@@ -278,9 +282,58 @@ def _pass_held(module):
         module.spawnv_passfds = spawnv
 
 
+# torchrun's agents unpickle the rendezvous state they read from the store
+# (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py, 1.13 to
+# 2.14): a state forged by whoever can reach that store could run any code
+# as the job's user. Only the classes a rendezvous state is made of are
+# let through; any other fails the rendezvous as a corrupt state would.
+_RENDEZVOUS_STATE_CLASSES = frozenset((
+    ("torch.distributed.elastic.rendezvous.dynamic_rendezvous",
+     "_RendezvousState"),
+    ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_NodeDesc"),
+    ("datetime", "datetime"),
+    ("datetime", "timedelta"),
+    ("datetime", "timezone"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+))
+
+
+def _state_pickle(pickle):
+    """PICKLE, the module, with a loads that refuses every class but a
+    rendezvous state's."""
+    import io
+    import types
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) not in _RENDEZVOUS_STATE_CLASSES:
+                raise pickle.UnpicklingError(
+                    f"dist-train: the rendezvous state read from the "
+                    f"store names {module}.{name}, which no rendezvous "
+                    f"state holds: refused, as another program may have "
+                    f"written it; see dist_train(8), SECURITY")
+            return super().find_class(module, name)
+
+    def loads(data, **kwargs):
+        return Unpickler(io.BytesIO(data), **kwargs).load()
+
+    safe = types.ModuleType(pickle.__name__)
+    safe.__dict__.update(pickle.__dict__)
+    safe.loads = loads
+    return safe
+
+
 def _patch(module):
     if module.__name__ in ("subprocess", "multiprocessing.util"):
         _pass_held(module)
+        return
+    if (module.__name__ ==
+            "torch.distributed.elastic.rendezvous.dynamic_rendezvous"):
+        import pickle
+
+        if getattr(module, "pickle", None) is pickle:
+            module.pickle = _state_pickle(pickle)
         return
     store = getattr(module, "TCPStore", None)
     if not isinstance(store, type) or store in _stores.values():
