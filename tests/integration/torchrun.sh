@@ -153,7 +153,9 @@ check "contrib/sbatch/elastic.sbatch trains 10 epochs on 4 nodes" \
 # reads the store it hosts, so that none talks to a program that took the
 # port first (torchrun unpickles what it reads there). The holder counts
 # the bytes anyone sent it: a store client's, never the barrier's (whose
-# client waits for rank 0's proof first).
+# client waits for rank 0's proof first). fail-fast=no keeps the other
+# agents running once rank 0's task fails, so that one that did not wait
+# for the barrier would have all the time it needs to reach the port.
 job_file tr_hello.py <<'EOF2'
 import torch.distributed as dist
 dist.init_process_group("gloo")
@@ -186,7 +188,7 @@ while time.monotonic() < end and not os.path.exists('held.stop'):
 print(f'HOLDER connections={conns} bytes={got}', flush=True)" &
 holder=$!
 while [ ! -e held.ready ]; do sleep 0.1; done
-srun --mpi=${MPI:-none} --dist-train=torchrun,timeout=15 torchrun tr_hello.py
+srun --mpi=${MPI:-none} --dist-train=torchrun,timeout=15,fail-fast=no torchrun tr_hello.py
 echo "STEP exit=$?"
 touch held.stop
 wait $holder
