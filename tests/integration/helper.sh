@@ -42,7 +42,8 @@ job dist-train exec -- true
 check "dist-train exec outside a job says so" \
 	grep -qx 'dist-train: error: on [^:]*: this is not a task of a Slurm step nor of a PMIx job: run it with srun' "$ERR" || show_output
 
-# Without PMIx, rank 0 cannot move: a taken port is reported clearly.
+# Without PMIx, rank 0 cannot move: a taken port is reported clearly. The
+# job's first node, where the port is taken, is whichever was free.
 job_file held-check.sh <<'EOF2'
 #!/bin/bash
 #SBATCH -N2 -n2 -o held-check.out
@@ -62,7 +63,7 @@ rm -f "$JOBS/held-check.out" "$JOBS/held.ready"
 job sbatch --wait held-check.sh
 cp "$JOBS/held-check.out" "$OUT" 2>/dev/null
 check "check without PMIx on a taken port: one clear message, naming the fix" \
-	grep -q '^dist-train: error: on n1: port [0-9]* on n1 is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$' "$OUT" || show_output
+	grep -q '^dist-train: error: on \(n[0-9]*\): port [0-9]* on \1 is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$' "$OUT" || show_output
 # Without the helper too (no check, no PMIx): rank 0's task takes the
 # store's port before the program, and says at once that it is taken.
 sed 's/srun --dist-train=check,timeout=10 true/srun --dist-train true/; s/held-check.out/held-plain.out/' \
@@ -71,7 +72,7 @@ rm -f "$JOBS/held-plain.out" "$JOBS/held.ready"
 job sbatch --wait held-plain.sh
 cp "$JOBS/held-plain.out" "$OUT" 2>/dev/null
 check "no helper, no PMIx, a taken port: one clear message from rank 0's task, naming the fix" \
-	eval '[ "$(grep -c "is in use" "$OUT")" = 1 ] && grep -q "^dist-train: error: on n1: port [0-9]* on n1, where rank 0.s store is to listen, is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$" "$OUT"' || show_output
+	eval '[ "$(grep -c "is in use" "$OUT")" = 1 ] && grep -q "^dist-train: error: on \(n[0-9]*\): port [0-9]* on \1, where rank 0.s store is to listen, is in use by another program: rerun with --mpi=pmix, so that rank 0 moves to a free port, or ask your administrator to set MpiParams=ports= in slurm.conf, so that each step has ports of its own$" "$OUT"' || show_output
 
 set_plugin_args helper=/nonexistent/dist-train
 job srun -N2 -n2 --mpi=pmix --dist-train=check true
