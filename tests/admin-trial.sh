@@ -16,6 +16,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "${1:-}" != --inside ]; then
 	suite=${1:-bookworm}
+	case $suite in
+	bookworm | trixie | sid) ;;
+	*) echo "admin-trial: unknown suite '$suite'; valid: bookworm, trixie, sid" >&2; exit 2 ;;
+	esac
 	[ "$(id -u)" = 0 ] || { echo "admin-trial: run it as root" >&2; exit 1; }
 	export DT_STACK_CACHE=${DT_TRIAL_CACHE:-/var/tmp/dist-train-trial}
 	rm -rf "${DT_STACK_CACHE:?}/$suite"
