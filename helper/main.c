@@ -27,6 +27,8 @@ static const struct command commands[] = {
 	  "show the GPU, NUMA node, CPUs and NIC of each local rank" },
 	{ "hostnames", cmd_hostnames,
 	  "expand a Slurm host list, one host per line" },
+	{ "stacks", cmd_stacks,
+	  "every rank's Python stack in a running step, grouped" },
 	{ "settings", cmd_settings,
 	  "list the --dist-train settings and plugstack.conf arguments" },
 	{ "bootstrap", cmd_bootstrap,

@@ -29,6 +29,13 @@
 #   hung collective leaves behind what each rank was doing. Both names of
 #   each variable are set: torch 2.x's TORCH_NCCL_* and the TORCH_FR_* of
 #   later releases (torch 1.13 has no flight recorder and ignores them).
+# - Stacks on demand: `dist-train stacks JOB.STEP` sends SIGURG to each
+#   rank's process, and Python's faulthandler writes every thread's stack
+#   into a memory file of the process's own ("dist-train-stacks", read by
+#   the command through /proc), even while the main thread is stuck in C
+#   code (a collective, a lock). SIGURG, ignored by default, is taken by
+#   none of PyTorch, Lightning, submitit or NCCL; a handler the program
+#   sets for it replaces this one.
 # - Rank 0's store takes the socket that holds its port from the start
 #   barrier on, named in DIST_TRAIN_STORE_FD ("FD:PORT", bound, not yet
 #   listening: common/store_hold.h): the port is never free for another
@@ -400,6 +407,30 @@ def _flight_recorder():
             os.environ[name] = dump if value is None else value
 
 
+# Kept open for faulthandler, which writes into it from a signal handler.
+_stacks_file = None
+
+
+def _stacks_on_signal():
+    global _stacks_file
+    import os
+
+    if not os.environ.get("DIST_TRAIN_STEP"):
+        return
+    try:
+        import faulthandler
+        import signal
+
+        fd = os.memfd_create("dist-train-stacks", os.MFD_CLOEXEC)
+        _stacks_file = os.fdopen(fd, "w")
+        faulthandler.register(signal.SIGURG, file=_stacks_file,
+                              all_threads=True, chain=True)
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        # No memfd (not Linux, Python < 3.8): this process shows as
+        # having no stack, nothing else changes.
+        _stacks_file = None
+
+
 def _run_hidden_sitecustomize():
     import importlib.machinery
     import importlib.util
@@ -423,4 +454,5 @@ if _held is not None:
 if not any(isinstance(f, _TorchDistributedFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _TorchDistributedFinder())
 _flight_recorder()
+_stacks_on_signal()
 _run_hidden_sitecustomize()

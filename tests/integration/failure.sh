@@ -42,22 +42,7 @@ run_step() {
 # bg_step ARGS...: srun ARGS in the background as the cluster's user
 # (runner: its pid), back once its step runs (step_now: JOB.STEP, as its
 # rank 0 wrote it: squeue may still list an earlier step).
-job_file hold.sh <<'EOF'
-#!/bin/sh
-# Rank 0 says which step this is; every task then sleeps $1 seconds.
-[ "$SLURM_PROCID" = 0 ] && echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > .bg_step
-exec sleep "$1"
-EOF
-bg_step() {
-	rm -f "$JOBS/.bg_step"
-	timeout -k 10 120 "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
-	runner=$!
-	step_now=
-	for _ in $(seq 300); do
-		[ -s "$JOBS/.bg_step" ] && step_now=$(cat "$JOBS/.bg_step") && break
-		sleep 0.1
-	done
-}
+make_hold_script
 
 under() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t < n) }'; }
 at_least() { awk -v t="$1" -v n="$2" 'BEGIN { exit !(t >= n) }'; }

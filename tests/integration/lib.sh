@@ -220,6 +220,31 @@ admin_file() { # NAME [MODE]
 	chmod "${2:-0755}" "$ADMIN/$1"
 }
 
+# hold.sh SECONDS: rank 0 says which step this is (for bg_step); every
+# task then sleeps.
+make_hold_script() {
+	job_file hold.sh <<'EOF'
+#!/bin/sh
+[ "$SLURM_PROCID" = 0 ] && echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > .bg_step
+exec sleep "$1"
+EOF
+}
+
+# bg_step ARGS...: srun ARGS in the background as the cluster's user
+# (runner: its pid), back once its step runs (step_now: JOB.STEP, as a
+# task wrote it into $JOBS/.bg_step, as hold.sh does: squeue may still
+# list an earlier step).
+bg_step() {
+	rm -f "$JOBS/.bg_step"
+	timeout -k 10 120 "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
+	runner=$!
+	step_now=
+	for _ in $(seq 300); do
+		[ -s "$JOBS/.bg_step" ] && step_now=$(cat "$JOBS/.bg_step") && break
+		sleep 0.1
+	done
+}
+
 show_output() {
 	diag "stdout:"
 	diag "$(head -c 4000 "$OUT")"

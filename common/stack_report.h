@@ -1,0 +1,46 @@
+/*
+ * What `dist-train stacks` makes of the ranks' Python stacks: where each
+ * rank is (its main thread's innermost frame, read from what Python's
+ * faulthandler wrote), the ranks grouped by it, the odd ones out first.
+ * Pure: the collection itself is helper/stacks_collect.c.
+ */
+#ifndef DIST_TRAIN_STACK_REPORT_H
+#define DIST_TRAIN_STACK_REPORT_H
+
+#include <stddef.h>
+
+/* Longest "FILE:LINE in FUNCTION" kept; longer ones are cut. */
+#define DT_STACK_WHERE_MAX 1024
+
+/*
+ * The innermost frame of the main thread in DUMP (LEN bytes, one or more
+ * faulthandler tracebacks of all threads: the last one counts; in each,
+ * the main thread is listed last), as "FILE:LINE in FUNCTION", into
+ * WHERE. Returns 0; -1 when DUMP holds no traceback, "<no Python frame>"
+ * when the main thread shows none.
+ */
+int dt_stack_where(const char *dump, size_t len, char *where,
+		   size_t where_len);
+
+struct dt_stack_group {
+	const char *where;	/* shared by the group's ranks */
+	size_t first;		/* its ranks: ORDER[first .. first+count) */
+	size_t count;
+};
+
+/*
+ * Group the N ranks by WHERE[rank] (NULL: the rank has no stack, left
+ * out). ORDER (room for N) gets the ranks of each group, ascending;
+ * GROUPS (room for N) the groups, the smallest first (the odd ones out),
+ * ties by their lowest rank. Returns the number of groups.
+ */
+size_t dt_stack_group(const char *const *where, size_t n, size_t *order,
+		      struct dt_stack_group *groups);
+
+/*
+ * RANKS (N of them, ascending) as "0-4,6,9-10" into BUF, cut with "..."
+ * when it does not fit. Returns the length written.
+ */
+size_t dt_rank_ranges(const size_t *ranks, size_t n, char *buf, size_t len);
+
+#endif

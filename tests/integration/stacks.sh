@@ -1,0 +1,96 @@
+#!/bin/bash
+# dist-train stacks: every rank's Python stack in a running step, the
+# ranks grouped by where they are, the odd ones out first
+# (helper/cmd_stacks.c, helper/stacks_collect.c, the Python hook's SIGURG
+# handler in helper/python/sitecustomize.py). Run as the job's owner from
+# outside the allocation, as from a login node.
+. "$(dirname "$0")/lib.sh"
+
+cluster_start
+plan 11
+
+STACKS=$DT_TOP_BUILDDIR/helper/dist-train
+make_hold_script
+
+# hang.py: one gloo all_reduce, then rank $STUCK (5) is stuck in a
+# function of its own while the others wait for it in the next all_reduce.
+job_file hang.py <<'PY'
+#!/usr/bin/env python3
+import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+dist.all_reduce(torch.ones(1))
+if dist.get_rank() == 0:
+    with open(".bg_step", "w") as f:
+        f.write("%s.%s\n" % (os.environ["SLURM_JOB_ID"], os.environ["SLURM_STEP_ID"]))
+def stuck_in_data_loader():
+    time.sleep(300)
+if dist.get_rank() == int(os.environ.get("STUCK", "5")):
+    stuck_in_data_loader()
+dist.all_reduce(torch.ones(1))
+PY
+
+# stacks ARGS...: dist-train stacks as the cluster's user, from $JOBS.
+stacks() {
+	timeout -k 5 90 "$DT_CLUSTER" run "$STACKS" stacks "$@" > "$JOBS/.stacks" 2>&1
+}
+show_stacks() { diag "$(head -c 3000 "$JOBS/.stacks")"; }
+
+rm -rf "$JOBS"/dist-train-*.stacks*
+bg_step -N4 -n8 --dist-train python3 ./hang.py
+sleep 2
+job_id=${step_now%.*}
+stacks "$job_id"
+rc=$?
+check "dist-train stacks JOB (its one step, $step_now) ends 0" \
+	test "$rc" = 0 || show_stacks
+check "... its first group is rank 5 alone, in its own frame" \
+	eval 'sed -n 2p "$JOBS/.stacks" | grep -qE "^  rank 5 \(n[0-9]+, pid [0-9]+\): .*/hang\.py:[0-9]+ in stuck_in_data_loader$"' || show_stacks
+check "... then the other 7, waiting in all_reduce" \
+	eval 'sed -n 3p "$JOBS/.stacks" | grep -qE "^  7 ranks \(0-4,6-7\): .*distributed_c10d\.py:[0-9]+ in all_reduce$"' || show_stacks
+dir=$JOBS/dist-train-$step_now.stacks
+check "... every rank's threads are in $dir" \
+	eval 'test "$(ls "$dir"/rank-*.txt | wc -l)" = 8 &&
+	      grep -q "in stuck_in_data_loader" "$dir/rank-5.txt" &&
+	      grep -q "^Current thread\|^Thread" "$dir/rank-0.txt" &&
+	      test -s "$dir/summary.txt"' || show_stacks
+# The same again, by its step id: the ranks were not disturbed.
+stacks "$step_now"
+check "... asked again by JOB.STEP: the same, in a new folder; no rank was stopped" \
+	eval 'sed -n 2p "$JOBS/.stacks" | grep -q "^  rank 5 .*stuck_in_data_loader" &&
+	      test -d "$dir.2" &&
+	      test "$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -j "$job_id" -o %i | grep -c "^$step_now$")" = 1' || show_stacks
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "$job_id"
+wait $runner
+
+# torchrun mode: the workers are the ranks; the agents have none.
+bg_step -N2 --ntasks-per-node=1 --export=ALL,STUCK=3 \
+	--dist-train=torchrun,nproc=2 torchrun ./hang.py
+sleep 2
+stacks "$step_now"
+check "torchrun mode: rank 3 first, then the 3 others (0-2)" \
+	eval 'sed -n 2p "$JOBS/.stacks" | grep -qE "^  rank 3 \(n[0-9]+, pid [0-9]+\): .*in stuck_in_data_loader$" &&
+	      sed -n 3p "$JOBS/.stacks" | grep -qE "^  3 ranks \(0-2\): .* in all_reduce$"' || show_stacks
+check "... the agents' own stacks are kept beside the ranks'" \
+	eval 'test "$(ls "$JOBS/dist-train-$step_now.stacks"/other-n*-*.txt | wc -l)" = 2' || show_stacks
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
+wait $runner
+
+# A program that is not Python is named as such, not waited on.
+bg_step -N2 -n2 --dist-train ./hold.sh 60
+stacks "$step_now"
+rc=$?
+check "a step of programs that are not Python: each is named so" \
+	eval '[ $rc = 0 ] && grep -qE "^  2 ranks \(0-1\): not Python with the dist-train hook \(sleep\)" "$JOBS/.stacks"' || show_stacks
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
+wait $runner
+
+stacks 12x
+check "a malformed id: one message naming it and the form to give" \
+	eval '! stacks 12x && grep -q "dist-train: error: .12x. is not a job or step id: give JOBID or JOBID.STEP" "$JOBS/.stacks"' || show_stacks
+stacks 99999
+check "a job that does not run: one message naming it" \
+	eval '! stacks 99999 && grep -q "dist-train: error: .*job 99999" "$JOBS/.stacks"' || show_stacks
+
+check "no node is drained" no_drained_node
+finish

@@ -1,0 +1,128 @@
+/* dist-train stacks: where each rank is, and the ranks grouped by it. */
+#include "config.h"
+
+#include <string.h>
+
+#include "unit.h"
+#include "../../common/stack_report.h"
+
+/* What Python 3.11's faulthandler writes for a process with one thread
+ * besides the main one (the signal reached the main thread). */
+static const char dump[] =
+	"Thread 0x00007f92f42676c0 (most recent call first):\n"
+	"  File \"/tmp/fh.py\", line 3 in worker\n"
+	"  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n"
+	"\n"
+	"Current thread 0x00007f92f45222c0 (most recent call first):\n"
+	"  File \"/jobs/train.py\", line 6 in stuck_in_loader\n"
+	"  File \"/jobs/train.py\", line 11 in <module>\n";
+
+static void test_where_main_thread(void)
+{
+	char where[DT_STACK_WHERE_MAX];
+
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(dump, strlen(dump), where,
+					     sizeof(where)), 0);
+	CU_ASSERT_STRING_EQUAL(where, "/jobs/train.py:6 in stuck_in_loader");
+}
+
+static void test_where_last_dump(void)
+{
+	/* Two signals: the file holds both dumps, the newest counts; the
+	 * main thread, listed last, even where another got the signal. */
+	static const char two[] =
+		"Current thread 0x1 (most recent call first):\n"
+		"  File \"/a.py\", line 1 in old\n"
+		"\n"
+		"Current thread 0x2 (most recent call first):\n"
+		"  File \"/a.py\", line 9 in helper_thread\n"
+		"\n"
+		"Thread 0x1 (most recent call first):\n"
+		"  File \"/a.py\", line 2 in new\n";
+	char where[DT_STACK_WHERE_MAX];
+
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(two, strlen(two), where,
+					     sizeof(where)), 0);
+	CU_ASSERT_STRING_EQUAL(where, "/a.py:2 in new");
+}
+
+static void test_where_none(void)
+{
+	static const char no_frame[] =
+		"Current thread 0x1 (most recent call first):\n"
+		"  <no Python frame>\n";
+	char where[DT_STACK_WHERE_MAX];
+
+	CU_ASSERT_EQUAL(dt_stack_where("", 0, where, sizeof(where)), -1);
+	CU_ASSERT_EQUAL(dt_stack_where("garbage\n  File \"x\"", 18, where,
+				       sizeof(where)), -1);
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(no_frame, strlen(no_frame),
+					     where, sizeof(where)), 0);
+	CU_ASSERT_STRING_EQUAL(where, "<no Python frame>");
+	/* Cut short: the frame line's end is missing. */
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(dump, strlen(dump) - 30, where,
+					     sizeof(where)), 0);
+	CU_ASSERT_STRING_EQUAL(where, "/jobs/train.py:6 in stuck_in_loader");
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(dump, strlen(dump) - 70, where,
+					     sizeof(where)), 0);
+	CU_ASSERT_STRING_EQUAL(where, "<no Python frame>");
+}
+
+static void test_group_odd_first(void)
+{
+	const char *ar = "c10d.py:1536 in all_reduce", *st = "t.py:6 in stuck";
+	const char *where[8] = { ar, ar, ar, ar, ar, st, NULL, ar };
+	size_t order[8];
+	struct dt_stack_group groups[8];
+	size_t n = dt_stack_group(where, 8, order, groups);
+
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(groups[0].where, st);
+	CU_ASSERT_EQUAL(groups[0].count, 1);
+	CU_ASSERT_EQUAL(order[groups[0].first], 5);
+	CU_ASSERT_STRING_EQUAL(groups[1].where, ar);
+	CU_ASSERT_EQUAL(groups[1].count, 6);
+	CU_ASSERT_EQUAL(order[groups[1].first], 0);
+	CU_ASSERT_EQUAL(order[groups[1].first + 5], 7);
+}
+
+static void test_group_ties_by_rank(void)
+{
+	const char *where[4] = { "b", "a", "b", "a" };
+	size_t order[4];
+	struct dt_stack_group groups[4];
+
+	CU_ASSERT_EQUAL_FATAL(dt_stack_group(where, 4, order, groups), 2);
+	CU_ASSERT_STRING_EQUAL(groups[0].where, "b");
+	CU_ASSERT_EQUAL(order[0], 0);
+	CU_ASSERT_EQUAL(order[1], 2);
+	CU_ASSERT_EQUAL(order[2], 1);
+	CU_ASSERT_EQUAL(order[3], 3);
+	CU_ASSERT_EQUAL(dt_stack_group(where, 0, order, groups), 0);
+}
+
+static void test_rank_ranges(void)
+{
+	const size_t ranks[] = { 0, 1, 2, 3, 4, 6, 9, 10 };
+	char buf[64], small[10];
+
+	dt_rank_ranges(ranks, 8, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "0-4,6,9-10");
+	dt_rank_ranges(ranks, 1, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "0");
+	dt_rank_ranges(ranks, 8, small, sizeof(small));
+	CU_ASSERT_STRING_EQUAL(small, "0-4,6,...");
+	dt_rank_ranges(ranks, 0, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "");
+}
+
+static const struct unit_test tests[] = {
+	UNIT_TEST(test_where_main_thread),
+	UNIT_TEST(test_where_last_dump),
+	UNIT_TEST(test_where_none),
+	UNIT_TEST(test_group_odd_first),
+	UNIT_TEST(test_group_ties_by_rank),
+	UNIT_TEST(test_rank_ranges),
+};
+
+UNIT_MAIN("stacks", tests)
