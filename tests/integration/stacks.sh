@@ -9,7 +9,9 @@
 cluster_start
 plan 11
 
-STACKS=$DT_TOP_BUILDDIR/helper/dist-train
+# The command as the nodes have it (dt-cluster installs it on their PATH):
+# it starts itself on them by its own path.
+STACKS=$DT_CLUSTER_DIR/bin/dist-train
 make_hold_script
 
 # hang.py: one gloo all_reduce, then rank $STUCK (5) is stuck in a
