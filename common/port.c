@@ -55,8 +55,16 @@ out:
 	return rc;
 }
 
+/* splitmix64's finalizer: every bit of X moves every bit of the result. */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
 int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
-		  uint16_t range_lo, uint16_t range_hi,
+		  uint32_t restart_count, uint16_t range_lo, uint16_t range_hi,
 		  struct dt_step_ports *out, char *err, size_t errlen)
 {
 	uint32_t slots, slot;
@@ -85,12 +93,28 @@ int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
 	}
 	slots = (uint32_t)(range_hi - range_lo + 1) / DT_PORTS_PER_STEP;
 	slot = (uint32_t)(((uint64_t)job_id * 64 + step_id) % slots);
+	if (restart_count > 0 && slots > 1) {
+		uint64_t key = ((uint64_t)job_id << 32 | step_id) ^
+			       mix64(restart_count);
+
+		slot = (uint32_t)((slot + 1 + mix64(key) % (slots - 1)) %
+				  slots);
+	}
 	for (unsigned i = 0; i < DT_PORTS_PER_STEP; i++)
 		out->port[i] = (uint16_t)(range_lo + slot * DT_PORTS_PER_STEP +
 					  i);
 	out->count = DT_PORTS_PER_STEP;
 	out->source = DT_PORT_DERIVED;
 	return 0;
+}
+
+uint32_t dt_restart_count(const char *text)
+{
+	size_t n = text ? strnlen(text, 10) : 0;
+
+	if (n == 0 || n > 9 || strspn(text, "0123456789") != n)
+		return 0;
+	return (uint32_t)strtoul(text, NULL, 10);
 }
 
 const char *dt_port_source_name(enum dt_port_source source)

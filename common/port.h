@@ -13,6 +13,12 @@
  * Concurrent steps of one job differ as long as fewer than `slots` run at
  * once; steps numbered below 64 of two jobs differ while the job ids are
  * less than slots / 64 apart.
+ *
+ * A requeued job keeps its id: its steps (RESTART_COUNT > 0, Slurm's
+ * count of the job's restarts) move to another slot, hashed from the job,
+ * the step and the count, never the slot of the first run, so that what
+ * is left of the run before (a process still dying, a port it held) is not
+ * in their way.
  */
 #ifndef DIST_TRAIN_PORT_H
 #define DIST_TRAIN_PORT_H
@@ -47,10 +53,18 @@ struct dt_step_ports {
  * NULL. Returns 0, or -1 with one sentence in ERR.
  */
 int dt_step_ports(const char *resv_ports, uint32_t job_id, uint32_t step_id,
-		  uint16_t range_lo, uint16_t range_hi,
+		  uint32_t restart_count, uint16_t range_lo, uint16_t range_hi,
 		  struct dt_step_ports *out, char *err, size_t errlen);
 
 const char *dt_port_source_name(enum dt_port_source source);
+
+/*
+ * SLURM_RESTART_COUNT (set in a requeued job's environment, and so in its
+ * steps') as a count: 0 when TEXT is NULL or not a plain number of at
+ * most 9 digits. The plugin and the helper read the same variable, so
+ * that they derive the same ports.
+ */
+uint32_t dt_restart_count(const char *text);
 
 /* Whether TEXT is a port number, 1 to 65535, in plain decimal. */
 bool dt_is_port(const char *text);

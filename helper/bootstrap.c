@@ -335,6 +335,7 @@ static int find_place(struct task *t, char *err, size_t errlen)
 	if (dt_step_ports(getenv("SLURM_STEP_RESV_PORTS"),
 			  job ? (uint32_t)strtoul(job, NULL, 10) : 0,
 			  stepid ? (uint32_t)strtoul(stepid, NULL, 10) : 0,
+			  dt_restart_count(getenv("SLURM_RESTART_COUNT")),
 			  cfg->port_lo, cfg->port_hi, &t->ports, err,
 			  errlen) < 0)
 		goto out;

@@ -281,8 +281,12 @@ int slurmstepd_user_init(spank_t sp)
 	free(st->distribution);
 	st->distribution = step.distribution ? strdup(step.distribution) :
 			   NULL;
+	/* A requeued job's steps move off the ports of the run before. */
 	if (dt_step_ports(dt_envp_get(env, "SLURM_STEP_RESV_PORTS"),
-			  st->job_id, st->step_id, st->step.port_lo,
+			  st->job_id, st->step_id,
+			  dt_restart_count(dt_envp_get(env,
+						       "SLURM_RESTART_COUNT")),
+			  st->step.port_lo,
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
 		goto fail;
 	find_socket_ifname(st);

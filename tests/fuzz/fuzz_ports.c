@@ -10,8 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dt_step_ports p;
 	uint32_t job = size ? data[0] * 1000u : 7;
 
-	if (dt_step_ports(text, job, (uint32_t)size, 20000, 28999, &p, NULL,
-			  0) == 0) {
+	if (dt_step_ports(text, job, (uint32_t)size, job % 3, 20000, 28999, &p,
+			  NULL, 0) == 0) {
 		FUZZ_ASSERT(p.count >= 2 && p.count <= DT_PORTS_PER_STEP);
 		for (unsigned i = 0; i < p.count; i++)
 			FUZZ_ASSERT(p.port[i] > 0);

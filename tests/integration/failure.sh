@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 16
+plan 20
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -113,6 +113,42 @@ check "scancel of the job: srun says Slurm stopped it, blames no task, records \
 	eval 'grep -q "dist-train: the step was stopped by scancel, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
 	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json"' || show_output
+
+# Its time limit: Slurm ends the job (slurmctld looks every 30 s or so).
+BG_TIMEOUT=240 bg_step -N2 -n4 -t 1 --dist-train ./hold.sh 200
+wait $runner
+check "the job's time limit: srun says so, blames no task, records \"timeout\"" \
+	eval 'grep -q "dist-train: the step was stopped by its time limit, not by a task" "$ERR" &&
+	      ! grep -q "failed first" "$ERR" &&
+	      grep -q "\"ended\": \"timeout\"" "$JOBS/dist-train-$step_now.json"' || show_output
+
+# A requeued job keeps its id: its steps get new ports (and, as every
+# srun, a new secret), and the same ranks for the same layout. Its first
+# run holds until it is requeued; Slurm starts it again after a delay of
+# its own (two minutes).
+job_file requeue.sbatch <<'EOF'
+#!/bin/sh
+#SBATCH -N2 -n4 --requeue --open-mode=append
+run=${SLURM_RESTART_COUNT:-0}
+srun -N2 -n4 --dist-train sh -c 'echo "RUN $1 MAP $RANK $GROUP_RANK $LOCAL_RANK PORT $MASTER_PORT"; [ "$1" = 0 ] && exec sleep 300; true' sh "$run"
+EOF
+rm -f "$JOBS/requeue.out"
+requeued=$(timeout 30 "$DT_CLUSTER" run sbatch --parsable -o requeue.out requeue.sbatch)
+runs() { grep -c "^RUN $1 " "$JOBS/requeue.out" 2>/dev/null; }
+for _ in $(seq 300); do [ "$(runs 0)" = 4 ] && break; sleep 0.2; done
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scontrol requeue "$requeued"
+for _ in $(seq 300); do [ "$(runs 1)" = 4 ] && break; sleep 1; done
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "$requeued"
+map() { grep "^RUN $1 " "$JOBS/requeue.out" | awk '{ print $4, $5, $6 }' | sort; }
+port() { grep "^RUN $1 " "$JOBS/requeue.out" | awk '{ print $8 }' | sort -u; }
+diag "first run: port $(port 0); requeued: port $(port 1)"
+check "sbatch --requeue, requeued: the first run's step says a requeue stopped it" \
+	eval 'grep -q "dist-train: the step was stopped by a requeue" "$JOBS/requeue.out" &&
+	      ! grep -q "failed first" "$JOBS/requeue.out"' || diag "$(cat "$JOBS/requeue.out")"
+check "... the requeued run (SLURM_RESTART_COUNT=1) has the same ranks, node ranks and local ranks" \
+	eval '[ "$(runs 1)" = 4 ] && [ "$(map 0)" = "$(map 1)" ]' || diag "$(cat "$JOBS/requeue.out")"
+check "... and another port than the first run's" \
+	eval '[ "$(port 0 | wc -l)" = 1 ] && [ "$(port 1 | wc -l)" = 1 ] && [ "$(port 0)" != "$(port 1)" ]' || diag "$(cat "$JOBS/requeue.out")"
 
 # A record folder the user names.
 mkdir -p "$JOBS/records" && chown "$(stat -c %u "$JOBS")" "$JOBS/records"

@@ -233,10 +233,10 @@ EOF
 # bg_step ARGS...: srun ARGS in the background as the cluster's user
 # (runner: its pid), back once its step runs (step_now: JOB.STEP, as a
 # task wrote it into $JOBS/.bg_step, as hold.sh does: squeue may still
-# list an earlier step).
+# list an earlier step). BG_TIMEOUT: srun's time limit [120 s].
 bg_step() {
 	rm -f "$JOBS/.bg_step"
-	timeout -k 10 120 "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
+	timeout -k 10 "${BG_TIMEOUT:-120}" "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
 	runner=$!
 	step_now=
 	for _ in $(seq 300); do
