@@ -30,6 +30,16 @@ PACKAGES=(
 	valgrind strace clang libclang-rt-dev dpkg-dev debhelper
 )
 
+# A Slurm built from SchedMD's sources in /usr/local (the slurm-X.Y roots
+# of tests/stack-root.sh): Debian's is not installed over it.
+if [ -r /usr/local/include/slurm/spank.h ] && [ -x /usr/local/sbin/slurmd ]; then
+	for i in "${!PACKAGES[@]}"; do
+		case ${PACKAGES[$i]} in
+		libslurm-dev | slurmctld | slurmd | slurm-client) unset "PACKAGES[$i]" ;;
+		esac
+	done
+fi
+
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: run it as root (it installs Debian packages)" >&2
 	exit 1

@@ -36,7 +36,6 @@ export DT_CLUSTER_DIR=/var/lib/dist-train-cluster
 cluster=contrib/cluster/dt-cluster
 jobs=$DT_CLUSTER_DIR/jobs
 snippet=/etc/slurm/plugstack.conf.d/dist_train.conf
-deb=build-deb/dist-train_0.1.0_amd64.deb
 
 step "the site's cluster: Debian's Slurm, 4 nodes, no plugin, Debian's plugstack.conf (not part of the trial)"
 $cluster start 2>&1 | tail -n 1
@@ -48,6 +47,9 @@ typed contrib/install-deps.sh
 contrib/install-deps.sh > /tmp/install-deps.log 2>&1 || fail "install-deps.sh: see /tmp/install-deps.log"
 typed contrib/debian/build.sh
 contrib/debian/build.sh > /tmp/build-deb.log 2>&1 || fail "build.sh: $(tail -n 5 /tmp/build-deb.log)"
+# Named for the Slurm release it was built for (0.1.0+slurm24.11).
+deb=$(ls build-deb/dist-train_0.1.0+slurm*_amd64.deb 2>/dev/null | head -n 1)
+[ -n "$deb" ] || fail "build.sh made no build-deb/dist-train_0.1.0+slurmMAJOR.MINOR_amd64.deb: $(ls build-deb)"
 typed dpkg-deb -f "$deb" Depends
 dpkg-deb -f "$deb" Depends
 

@@ -9,10 +9,19 @@
 #                                       mount, UTS and PID namespaces
 #   tests/stack-root.sh path SUITE      print where the root is
 #
+# SUITE is a Debian suite (bookworm, trixie, sid), whose own Slurm is
+# tested, or slurm-MAJOR.MINOR (slurm-24.05, slurm-25.05, slurm-25.11,
+# slurm-26.05): SchedMD's release, built from its source tarball with
+# PMIx on a copy of a Debian root (Debian 13's for the first three,
+# unstable's, with PMIx 7, for 26.05), in place of Debian's Slurm.
+#
 # Settings (environment):
 #   DT_STACK_CACHE   where roots live [/var/cache/dist-train/stacks]
 #   DT_STACK_MIRROR  the Debian archive [the one this machine's apt
 #                    sources name]
+#   DT_SLURM_SOURCES the folder of Slurm's source tarballs, named as
+#                    SchedMD's git tags are (slurm-25-05-8-1.tar.xz, or
+#                    .tar.gz, .tar.bz2) [../shared/src beside the tree]
 #
 # A root is refreshed (apt-get upgrade) at most once a day, so that a
 # second run on the same machine starts in seconds; a new machine makes
@@ -46,8 +55,73 @@ fi
 suite_ok() {
 	case $1 in
 	bookworm | trixie | sid) return 0 ;;
-	*) die "unknown suite '$1'; valid: bookworm, trixie, sid" ;;
+	slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05) return 0 ;;
+	*) die "unknown suite '$1'; valid: bookworm, trixie, sid, slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05" ;;
 	esac
+}
+
+# The Debian suite an upstream release is built on; none for a suite.
+upstream_base() {
+	case $1 in
+	slurm-26.*) echo sid ;;
+	slurm-*) echo trixie ;;
+	esac
+}
+
+# The newest tarball of release slurm-MAJOR.MINOR in DT_SLURM_SOURCES.
+slurm_tarball() {
+	local dir=${DT_SLURM_SOURCES:-$top/../shared/src} tag
+	tag=$(echo "${1#slurm-}" | tr . -)
+	ls -1 "$dir"/slurm-"$tag"-*.tar.* 2>/dev/null | sort -V | tail -n 1
+}
+
+# What building Slurm needs, and what its configure finds to build the
+# plugins sites use (mpi/pmix, cgroup/v2, auth/munge).
+SLURM_BUILD_DEPS="build-essential pkg-config python3 libmunge-dev munge \
+libpmix-dev libhwloc-dev libjson-c-dev libyaml-dev libhttp-parser-dev \
+libjwt-dev liblz4-dev libcurl4-openssl-dev libdbus-1-dev"
+
+# An upstream release's root: a copy of its Debian root, Debian's Slurm
+# removed, SchedMD's built from TARBALL and installed in /usr/local.
+prepare_upstream() {
+	local name=$1 base root=$CACHE/$1 tarball stamp pmix
+	base=$(upstream_base "$name")
+	tarball=$(slurm_tarball "$name")
+	[ -n "$tarball" ] ||
+		die "no source tarball of $name in ${DT_SLURM_SOURCES:-$top/../shared/src}: give the folder that has one with DT_SLURM_SOURCES (named as SchedMD's tags, such as slurm-$(echo "${name#slurm-}" | tr . -)-1-1.tar.xz)"
+	cmd_prepare "$base"
+	stamp=$root/.dt-built-$(basename "$tarball")
+	if [ -e "$stamp" ] && [ "$root/.dt-root-complete" -nt "$CACHE/$base/.dt-root-complete" ]; then
+		say "$name root ready: $(in_root "$root" slurmd -V)"
+		return 0
+	fi
+	say "making the $name root: a copy of the $base root, Slurm from $(basename "$tarball")"
+	rm -rf "$root.new"
+	cp -a "$CACHE/$base" "$root.new"
+	in_root "$root.new" sh -c '
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get -y -q purge $(dpkg-query -W -f "\${Package}\n" |
+			grep -E "^(lib)?slurm|^libpmi.*slurm") &&
+		apt-get -y -q install $0' "$SLURM_BUILD_DEPS" \
+		> "$CACHE/$name.apt.log" 2>&1 ||
+		die "$name: replacing Debian's Slurm failed: see $CACHE/$name.apt.log"
+	# Debian keeps PMIx's headers and library in a folder of their own.
+	pmix=$(in_root "$root.new" sh -c 'dirname "$(dirname "$(find /usr/lib -name pmix_common.h -path "*pmix*" | head -n 1)")"')
+	mkdir -p "$root.new/usr/local/src"
+	tar -xf "$tarball" -C "$root.new/usr/local/src"
+	in_root "$root.new" sh -c "
+		cd /usr/local/src/$(basename "$tarball" | sed 's/\.tar\..*//') &&
+		./configure --prefix=/usr/local --sysconfdir=/etc/slurm --with-pmix=$pmix &&
+		make -j\$(nproc) && make install && ldconfig &&
+		test -e /usr/local/lib/slurm/mpi_pmix.so" \
+		> "$CACHE/$name.build.log" 2>&1 ||
+		die "$name: building Slurm failed: see $CACHE/$name.build.log"
+	rm -rf "$root.new/usr/local/src"
+	host_file "$name" > "$root.new/etc/hosts"
+	rm -rf "$root"
+	mv "$root.new" "$root"
+	touch "$root/.dt-root-complete" "$root/.dt-built-$(basename "$tarball")"
+	say "$name root ready: $(in_root "$root" slurmd -V), PMIx from $pmix"
 }
 
 # Run CMD inside ROOT with /proc, /dev and /sys, for apt and dpkg: in a
@@ -63,9 +137,21 @@ in_root() {
 		exec chroot "$root" "$@"' sh "$root" "$@"
 }
 
+# The root's host name (enter sets it: no dots) and its /etc/hosts, in
+# which that name resolves.
+host_name() { echo "dt-$1" | tr . -; }
+host_file() {
+	printf '127.0.0.1\tlocalhost\n127.0.0.2\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+		"$(host_name "$1")"
+}
+
 cmd_prepare() {
 	local suite=$1 root=$CACHE/$1 stamp
 	suite_ok "$suite"
+	if [ -n "$(upstream_base "$suite")" ]; then
+		prepare_upstream "$suite"
+		return
+	fi
 	[ "$(id -u)" = 0 ] || die "prepare needs root (debootstrap, chroot)"
 	command -v debootstrap >/dev/null || {
 		say "installing debootstrap"
@@ -93,9 +179,7 @@ cmd_prepare() {
 		touch "$root/.dt-root-complete"
 	fi
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
-	# The root's own host name (enter sets it) resolves inside it.
-	printf '127.0.0.1\tlocalhost\n127.0.0.2\tdt-%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
-		"$suite" > "$root/etc/hosts"
+	host_file "$suite" > "$root/etc/hosts"
 	# The package list is the tree's: copy it in and install what is new.
 	install -m 0755 "$top/contrib/install-deps.sh" "$root/usr/local/sbin/dt-install-deps"
 	stamp=$root/.dt-upgraded-$(date +%Y%m%d)
@@ -149,7 +233,7 @@ cmd_enter() {
 	# user namespace, which rootless container runtimes need (runc under
 	# srun --container runs as the job's user).
 	unshare -m -u -p -n -f --propagation private -- sh -c '
-		root=$1 suite=$2; shift 2
+		root=$1 suite=$2 host=$3; shift 3
 		ip link set lo up &&
 		ip addr add 127.0.0.2/8 dev lo &&
 		mount --bind "$root" "$root" &&
@@ -158,7 +242,7 @@ cmd_enter() {
 		mount --rbind /sys "$root/sys" &&
 		mount -t tmpfs -o mode=0755 tmpfs "$root/run" &&
 		mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" &&
-		hostname "dt-$suite" &&
+		hostname "$host" &&
 		mkdir -p "$root/.old-root" &&
 		cd "$root" && pivot_root . .old-root && cd / &&
 		umount -l /.old-root &&
@@ -167,12 +251,12 @@ cmd_enter() {
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
 			DT_STACK="$suite" \
 			bash -c "cd /src/dist-train && \"\$@\"; exit \$?" bash "$@"' \
-		sh "$root" "$suite" "$@"
+		sh "$root" "$suite" "$(host_name "$suite")" "$@"
 }
 
 case ${1:-} in
 prepare) [ $# = 2 ] || die "usage: $0 prepare SUITE"; cmd_prepare "$2" ;;
 enter) [ $# -ge 2 ] || die "usage: $0 enter SUITE [CMD...]"; shift; cmd_enter "$@" ;;
 path) [ $# = 2 ] || die "usage: $0 path SUITE"; suite_ok "$2"; echo "$CACHE/$2" ;;
-*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+*) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

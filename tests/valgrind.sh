@@ -17,7 +17,40 @@ step_env=(SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1
 	  SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_JOB_ID=42 SLURM_STEP_ID=0
 	  PMIX_NAMESPACE=)
 
-# WHERE|EXIT|ARGS: WHERE is "step" (a task of the step above) or "none".
+# dist-train stacks against Slurm's commands as a running job answers:
+# squeue lists the job's steps; srun prints what each node's collector
+# (helper/stacks_collect.c) would, labelled.
+fake=$(mktemp -d)
+trap 'rm -rf "$fake"' EXIT
+cat > "$fake/squeue" <<'EOF'
+#!/bin/sh
+printf '7.batch n1\n7.extern n[1-2]\n7.0 n[1-2]\n'
+EOF
+cat > "$fake/srun" <<'EOF'
+#!/bin/sh
+cat <<'OUT'
+0: H n1
+1: H n2
+0: P 10 0 3 1 python3
+1: P 20 1 3 1 python3
+0: P 11 -1 -1 1 torchrun
+1: P 21 2 3 0 sleep
+1: S 20 Current thread 0x1 (most recent call first):
+0: S 10 Thread 0x2 (most recent call first):
+0: S 10   File "/x.py", line 3 in loader
+1: S 20   File "/x.py", line 9 in stuck
+0: S 10
+0: S 10 Current thread 0x1 (most recent call first):
+0: S 10   File "/x.py", line 5 in all_reduce
+0: S 11 Current thread 0x3 (most recent call first):
+0: S 11   File "/agent.py", line 5 in run
+0: F /nonexistent/dist-train-7.0.nccl-rank-0
+OUT
+EOF
+chmod 0755 "$fake/squeue" "$fake/srun"
+
+# WHERE|EXIT|ARGS: WHERE is "step" (a task of the step above), "slurm"
+# (Slurm's commands as above) or "none".
 cases=(
 	"none|0|hostnames x[1-2]y[3-4]z[5-6],n[01-20]"
 	"none|1|hostnames n[1-"
@@ -28,6 +61,10 @@ cases=(
 	"none|1|exec -- true"
 	"step|0|env --settings=check,nccl,bind=off"
 	"step|0|exec --settings=verbose -- true"
+	"slurm|0|stacks -o $fake/out 7"
+	"slurm|1|stacks 7.9"
+	"none|1|stacks 12x"
+	"step|0|stacks --collect 42.0"
 	"none|2|bogus"
 	"none|0|version"
 )
@@ -39,6 +76,7 @@ for c in "${cases[@]}"; do
 	want=${c%%|*} args=${c#*|}
 	env=()
 	[ "$where" = step ] && env=("${step_env[@]}")
+	[ "$where" = slurm ] && env=(PATH="$fake:$PATH")
 	log=$(mktemp)
 	# shellcheck disable=SC2086
 	env -u PMIX_NAMESPACE "${env[@]}" valgrind -q --leak-check=full \
