@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "stacks.h"
 #include "../common/hostlist.h"
+#include "../common/net.h"
 #include "../common/stack_report.h"
 
 /* How long each process has to answer, and the whole collection. */
@@ -76,14 +77,6 @@ static void usage(FILE *out)
 		"allocation; STEP may be left out when the job runs one.\n");
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* The child's environment: the caller's, less the Slurm variables of a
  * job or step it may run in, which would shape srun's step. */
 static void leave_job_environment(void)
@@ -109,7 +102,7 @@ static int run_captured(const char *const argv[], int timeout_s,
 			struct captured *c)
 {
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, rc = -1;
-	long long deadline = now_ms() + timeout_s * 1000LL;
+	long long deadline = (long long)now_ms() + timeout_s * 1000LL;
 	size_t cap = 0;
 	bool open_out = true, open_err = true;
 	pid_t pid;
@@ -136,7 +129,7 @@ static int run_captured(const char *const argv[], int timeout_s,
 	while (open_out || open_err) {
 		struct pollfd fds[2] = { { out[0], POLLIN, 0 },
 					 { err[0], POLLIN, 0 } };
-		long long left = deadline - now_ms();
+		long long left = deadline - (long long)now_ms();
 		char buf[65536];
 		ssize_t n;
 

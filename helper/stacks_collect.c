@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "../common/net.h"
 #include "stacks.h"
 
 #define MEMFD_LINK "/memfd:dist-train-stacks"
@@ -53,14 +54,6 @@ struct step_proc {
 	long long changed_ms;	/* when it last changed */
 	bool target;
 };
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 /* Up to MAX bytes of PATH, NUL-terminated (malloc'd); NULL on error. */
 static char *read_bounded(const char *path, size_t max, size_t *len)
@@ -282,7 +275,7 @@ int stacks_collect(const char *step, unsigned wait_ms)
 		gethostname(host, sizeof(host) - 1);
 	host[strcspn(host, ". \n")] = '\0';
 	printf("H %s\n", host);
-	deadline = now_ms() + wait_ms;
+	deadline = (long long)now_ms() + wait_ms;
 	for (size_t i = 0; i < n; i++) {
 		struct step_proc *p = &procs[i];
 		char path[96];
@@ -308,12 +301,12 @@ int stacks_collect(const char *step, unsigned wait_ms)
 	}
 	/* faulthandler writes from the signal handler, at once: wait until
 	 * each file has grown and then stayed still. */
-	while (pending && now_ms() < deadline) {
+	while (pending && (long long)now_ms() < deadline) {
 		struct timespec tick = { 0, 20 * 1000000L };
 		long long now;
 
 		nanosleep(&tick, NULL);
-		now = now_ms();
+		now = (long long)now_ms();
 		pending = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct step_proc *p = &procs[i];

@@ -84,14 +84,18 @@ libjwt-dev liblz4-dev libcurl4-openssl-dev libdbus-1-dev"
 # An upstream release's root: a copy of its Debian root, Debian's Slurm
 # removed, SchedMD's built from TARBALL and installed in /usr/local.
 prepare_upstream() {
-	local name=$1 base root=$CACHE/$1 tarball stamp pmix
+	local name=$1 base root=$CACHE/$1 tarball stamp pmix configure
 	base=$(upstream_base "$name")
 	tarball=$(slurm_tarball "$name")
 	[ -n "$tarball" ] ||
 		die "no source tarball of $name in ${DT_SLURM_SOURCES:-$top/../shared/src}: give the folder that has one with DT_SLURM_SOURCES (named as SchedMD's tags, such as slurm-$(echo "${name#slurm-}" | tr . -)-1-1.tar.xz)"
 	cmd_prepare "$base"
+	# The test cluster runs several slurmd on one machine (slurmd -N):
+	# Slurm must be built for that, as Debian's is.
+	configure="--prefix=/usr/local --sysconfdir=/etc/slurm --enable-multiple-slurmd"
 	stamp=$root/.dt-built-$(basename "$tarball")
-	if [ -e "$stamp" ] && [ "$root/.dt-root-complete" -nt "$CACHE/$base/.dt-root-complete" ]; then
+	if [ "$(cat "$stamp" 2>/dev/null)" = "$configure" ] &&
+	   [ "$root/.dt-root-complete" -nt "$CACHE/$base/.dt-root-complete" ]; then
 		say "$name root ready: $(in_root "$root" slurmd -V)"
 		return 0
 	fi
@@ -111,7 +115,7 @@ prepare_upstream() {
 	tar -xf "$tarball" -C "$root.new/usr/local/src"
 	in_root "$root.new" sh -c "
 		cd /usr/local/src/$(basename "$tarball" | sed 's/\.tar\..*//') &&
-		./configure --prefix=/usr/local --sysconfdir=/etc/slurm --with-pmix=$pmix &&
+		./configure $configure --with-pmix=$pmix &&
 		make -j\$(nproc) && make install && ldconfig &&
 		test -e /usr/local/lib/slurm/mpi_pmix.so" \
 		> "$CACHE/$name.build.log" 2>&1 ||
@@ -120,7 +124,8 @@ prepare_upstream() {
 	host_file "$name" > "$root.new/etc/hosts"
 	rm -rf "$root"
 	mv "$root.new" "$root"
-	touch "$root/.dt-root-complete" "$root/.dt-built-$(basename "$tarball")"
+	touch "$root/.dt-root-complete"
+	echo "$configure" > "$stamp"
 	say "$name root ready: $(in_root "$root" slurmd -V), PMIx from $pmix"
 }
 

@@ -78,7 +78,10 @@ exit 1
 EOF
 chmod 0755 "$JOBS/evil" "$JOBS/evil/dist-train"
 rm -f "$JOBS/evil/used"
-job env PATH="$JOBS/evil:/usr/bin:/bin" srun -N2 -n2 --mpi=pmix --dist-train=check true
+# (srun's own folder after it: /usr/local/bin where Slurm was built from
+# source.)
+job env PATH="$JOBS/evil:$(dirname "$(command -v srun)"):/usr/bin:/bin" \
+	srun -N2 -n2 --mpi=pmix --dist-train=check true
 pmix_check "the helper's path comes from plugstack.conf, not the user's PATH" \
 	test $? = 0 -a ! -e "$JOBS/evil/used" || show_output
 
