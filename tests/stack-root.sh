@@ -12,8 +12,10 @@
 # SUITE is a Debian suite (bookworm, trixie, sid), whose own Slurm is
 # tested, or slurm-MAJOR.MINOR (slurm-24.05, slurm-25.05, slurm-25.11,
 # slurm-26.05): SchedMD's release, built from its source tarball with
-# PMIx on a copy of a Debian root (Debian 13's for the first three,
-# unstable's, with PMIx 7, for 26.05), in place of Debian's Slurm.
+# PMIx on a copy of the Debian 13 root, in place of Debian's Slurm.
+# (Debian 13's PMIx is 5.0.7; unstable's 7 is past what Slurm's mpi/pmix
+# accepts, 2 to 6 in 26.05's configure, which is why Debian builds its
+# 26.05 without it.)
 #
 # Settings (environment):
 #   DT_STACK_CACHE   where roots live [/var/cache/dist-train/stacks]
@@ -63,7 +65,6 @@ suite_ok() {
 # The Debian suite an upstream release is built on; none for a suite.
 upstream_base() {
 	case $1 in
-	slurm-26.*) echo sid ;;
 	slurm-*) echo trixie ;;
 	esac
 }
