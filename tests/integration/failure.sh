@@ -124,8 +124,8 @@ check "the job's time limit: srun says so, blames no task, records \"timeout\"" 
 
 # A requeued job keeps its id: its steps get new ports (and, as every
 # srun, a new secret), and the same ranks for the same layout. Its first
-# run holds until it is requeued; Slurm starts it again after a delay of
-# its own (two minutes).
+# run holds until it is requeued; Slurm starts it again once a launch
+# credential's life has passed (AuthInfo's cred_expire: 30 s here).
 job_file requeue.sbatch <<'EOF'
 #!/bin/sh
 #SBATCH -N2 -n4 --requeue --open-mode=append
