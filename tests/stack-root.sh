@@ -73,7 +73,7 @@ upstream_base() {
 slurm_tarball() {
 	local dir=${DT_SLURM_SOURCES:-$top/../shared/src} tag
 	tag=$(echo "${1#slurm-}" | tr . -)
-	ls -1 "$dir"/slurm-"$tag"-*.tar.* 2>/dev/null | sort -V | tail -n 1
+	{ ls -1 "$dir"/slurm-"$tag"-*.tar.* 2>/dev/null || true; } | sort -V | tail -n 1
 }
 
 # What building Slurm needs, and what its configure finds to build the
