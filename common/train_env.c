@@ -190,6 +190,27 @@ static int push_step_info(struct dt_env *out, const struct dt_layout *l,
 	return rc;
 }
 
+/*
+ * IFNAME, the interface the ranks reach rank 0 (or the first node's
+ * agent) through, for NCCL ("=NAME": exactly that one) and gloo (which
+ * would otherwise take the address of its host name: 127.0.1.1 in
+ * Debian's /etc/hosts on rank 0's node, which no other node can reach),
+ * unless the user set them. Nothing when IFNAME is NULL.
+ */
+static int push_socket_ifname(struct dt_env *out,
+			      const struct dt_env_request *req,
+			      const char *ifname)
+{
+	int rc = 0;
+
+	if (ifname) {
+		rc |= push_unless_user(out, req, "NCCL_SOCKET_IFNAME", ifname);
+		rc |= push_unless_user(out, req, "GLOO_SOCKET_IFNAME",
+				       ifname + (ifname[0] == '='));
+	}
+	return rc;
+}
+
 int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		 char *err, size_t errlen)
 {
@@ -233,19 +254,7 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 	if (req->nccl_comm_id)
 		rc |= push_unless_user(out, req, "NCCL_COMM_ID",
 				       req->nccl_comm_id);
-	/*
-	 * The interface the ranks reached rank 0 through, for NCCL ("=NAME":
-	 * exactly that one) and gloo (which would otherwise take the address
-	 * of its host name: 127.0.1.1 in Debian's /etc/hosts on rank 0's
-	 * node, which no other node can reach).
-	 */
-	if (req->socket_ifname) {
-		rc |= push_unless_user(out, req, "NCCL_SOCKET_IFNAME",
-				       req->socket_ifname);
-		rc |= push_unless_user(out, req, "GLOO_SOCKET_IFNAME",
-				       req->socket_ifname +
-				       (req->socket_ifname[0] == '='));
-	}
+	rc |= push_socket_ifname(out, req, req->socket_ifname);
 	/*
 	 * The program's PMIx client gets the hash store. PMIx 4.2 under
 	 * Slurm 22.05 serves a rank's second client (the program, after the
@@ -435,6 +444,8 @@ int dt_torchrun_env(const struct dt_torchrun_request *req, struct dt_env *out,
 	 */
 	rc |= push_unless_user(out, &user, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
 			       "1");
+	/* The workers' gloo and NCCL, as in the default mode. */
+	rc |= push_socket_ifname(out, &user, req->socket_ifname);
 	rc |= push_step_info(out, l, req->step_id, "torchrun",
 			     dt_port_source_name(req->ports->source));
 	if (rc) {

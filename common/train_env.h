@@ -69,6 +69,7 @@ struct dt_torchrun_request {
 	unsigned restarts;		/* PET_MAX_RESTARTS */
 	unsigned timeout;		/* rendezvous join timeout, seconds */
 	const char *step_id;		/* "JOBID.STEPID": the rendezvous id */
+	const char *socket_ifname;	/* towards the first node, or NULL */
 	dt_getenv_fn getenv;		/* the task's environment */
 	void *getenv_arg;
 };
@@ -76,8 +77,9 @@ struct dt_torchrun_request {
 /*
  * PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_BACKEND (c10d),
  * PET_RDZV_ENDPOINT (the first node), PET_RDZV_ID, PET_MAX_RESTARTS,
- * PET_RDZV_CONF (join_timeout), each unless the user set it, and the
- * DIST_TRAIN_* facts. RANK, WORLD_SIZE, MASTER_* are torchrun's to set
+ * PET_RDZV_CONF (join_timeout), NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME
+ * (as dt_train_env), each unless the user set it, and the DIST_TRAIN_*
+ * facts. RANK, WORLD_SIZE, MASTER_* are torchrun's to set
  * for its workers. Returns 0, or -1 with ERR.
  */
 int dt_torchrun_env(const struct dt_torchrun_request *req, struct dt_env *out,

@@ -128,6 +128,7 @@ int torchrun_task_env(const struct plugin_state *st, char **envp,
 	req.restarts = st->step.restarts;
 	req.timeout = st->step.timeout;
 	req.step_id = step_id;
+	req.socket_ifname = st->socket_ifname[0] ? st->socket_ifname : NULL;
 	req.getenv = dt_envp_getenv;
 	req.getenv_arg = envp;
 	if (dt_torchrun_env(&req, env, err, errlen) < 0 ||

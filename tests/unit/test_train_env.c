@@ -304,6 +304,7 @@ static struct dt_env torchrun_env(unsigned min, unsigned max, char **envp)
 	req.restarts = 3;
 	req.timeout = 300;
 	req.step_id = "42.3";
+	req.socket_ifname = "=eth0";
 	req.getenv = dt_envp_getenv;
 	req.getenv_arg = envp;
 	CU_ASSERT_EQUAL(dt_torchrun_env(&req, &env, NULL, 0), 0);
@@ -330,6 +331,9 @@ static void test_torchrun_agent(void)
 			       "1");
 	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_RANK_SOURCE"),
 			       "torchrun");
+	/* The workers inherit them: gloo must not take 127.0.1.1. */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "GLOO_SOCKET_IFNAME"), "eth0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "NCCL_SOCKET_IFNAME"), "=eth0");
 	/* torchrun gives its workers these itself. */
 	CU_ASSERT_PTR_NULL(dt_env_get(&env, "RANK"));
 	CU_ASSERT_PTR_NULL(dt_env_get(&env, "LOCAL_RANK"));
