@@ -13,6 +13,7 @@
 #include "../common/net.h"
 #include "node.h"
 #include "rank0.h"
+#include "store_guard.h"
 
 /* Descriptors rank 0 needs besides its connections. */
 #define OTHER_FDS 64
@@ -272,6 +273,36 @@ static void reached_address(struct loop *l, char *buf, size_t len)
 	}
 }
 
+/* The addresses the proven connections came from (see rank0.h). */
+static char *proven_peers(struct loop *l)
+{
+	char (*texts)[INET6_ADDRSTRLEN] = NULL, **words = NULL, *list = NULL;
+	size_t n = 0;
+	bool too_long;
+
+	texts = malloc(((size_t)l->slots + 1) * sizeof(*texts));
+	words = malloc(((size_t)l->slots + 1) * sizeof(*words));
+	if (!texts || !words)
+		goto out;
+	for (uint32_t id = 0; id < l->slots; id++) {
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
+
+		if (l->fds[id] < 0 || dt_rdv_rank_of(l->srv, id) < 0 ||
+		    getpeername(l->fds[id], (struct sockaddr *)&sa,
+				&salen) < 0)
+			continue;
+		net_address_text(&sa, texts[n], sizeof(texts[n]));
+		words[n] = texts[n];
+		n++;
+	}
+	list = dt_store_peers_join(words, n, &too_long);
+out:
+	free(words);
+	free(texts);
+	return list;
+}
+
 int rank0_serve(int listen_fd, const struct rank0_params *p,
 		struct dt_rdv_result *res, char *err, size_t errlen)
 {
@@ -283,6 +314,8 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
+	if (p->peers)
+		*p->peers = NULL;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.world = p->self->world;
 	cfg.secret = p->secret;
@@ -398,6 +431,8 @@ int rank0_serve(int listen_fd, const struct rank0_params *p,
 		snprintf(reply.address, sizeof(reply.address), "%s",
 			 p->address);
 	answer_all(&l, &reply);
+	if (p->peers)
+		*p->peers = proven_peers(&l);
 	snprintf(res->address, sizeof(res->address), "%s", reply.address);
 	res->port = reply.port;
 	res->nccl_port = reply.nccl_port;

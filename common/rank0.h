@@ -38,6 +38,11 @@ struct rank0_params {
 	uint32_t nodes;			/* the step's: one connection each */
 	/* Rank 0's address, for when no other node connects. */
 	const char *address;
+	/* When not NULL: on success, the addresses the other nodes proved
+	 * themselves from, as DIST_TRAIN_STORE_PEERS lists them
+	 * (common/store_guard.h), for the caller to free; NULL when they
+	 * are too many to list, or out of memory. */
+	char **peers;
 };
 
 /* Unproven connections held at once, and how long each may take. */

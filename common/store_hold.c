@@ -2,6 +2,7 @@
 
 #include "store_hold.h"
 #include "net.h"
+#include "store_guard.h"
 #include "store_port.h"
 
 #include <arpa/inet.h>
@@ -123,9 +124,40 @@ static size_t program_head(const char *program, dt_getenv_fn getenv,
 	return n > 0 ? (size_t)n : 0;
 }
 
-int dt_store_hold(int from, uint16_t port, bool hook, int argc,
-		  char *const argv[], dt_getenv_fn getenv, void *arg,
-		  struct dt_env *env)
+/* Whether LIB is one of the libraries LD_PRELOAD (LIST) names. */
+static bool preloads(const char *list, const char *lib)
+{
+	size_t len = strlen(lib);
+
+	while (list && *list) {
+		size_t word = strcspn(list, ": ");
+
+		if (word == len && !strncmp(list, lib, len))
+			return true;
+		list += word + (list[word] != '\0');
+	}
+	return false;
+}
+
+/* The store's guard, preloaded into the program: LIB first in
+ * LD_PRELOAD, unless it is there already. */
+static int preload_guard(const char *lib, dt_getenv_fn getenv, void *arg,
+			 struct dt_env *env)
+{
+	const char *now = dt_env_get(env, "LD_PRELOAD");
+
+	if (!lib || !*lib || access(lib, R_OK) < 0)
+		return 0;
+	if (!now)
+		now = getenv("LD_PRELOAD", arg);
+	if (preloads(now, lib))
+		return 0;
+	return dt_env_prepend(env, "LD_PRELOAD", lib, now);
+}
+
+int dt_store_hold(int from, uint16_t port, bool hook, const char *guard_lib,
+		  int argc, char *const argv[], dt_getenv_fn getenv,
+		  void *arg, struct dt_env *env)
 {
 	char head[256], value[32];
 	bool barrier = from >= 0;
@@ -153,12 +185,18 @@ int dt_store_hold(int from, uint16_t port, bool hook, int argc,
 		    fcntl(fd, F_SETFD, 0) == 0) {
 			snprintf(value, sizeof(value), "%d:%u", fd, port);
 			if (dt_env_put(env, DT_STORE_FD_ENV, value,
-				       DT_ENV_SET) == 0)
-				return 1;
+				       DT_ENV_SET) < 0 ||
+			    preload_guard(guard_lib, getenv, arg, env) < 0)
+				goto oom;
+			return 1;
 		}
 	}
 	if (fd >= 0)
 		close(fd);
-	return dt_env_put(env, DT_STORE_FD_ENV, NULL, DT_ENV_UNSET) < 0 ? -1 :
-	       0;
+	return dt_env_put(env, DT_STORE_FD_ENV, NULL, DT_ENV_UNSET) < 0 ||
+	       dt_env_put(env, DT_STORE_PEERS_ENV, NULL, DT_ENV_UNSET) < 0 ?
+	       -1 : 0;
+oom:
+	close(fd);
+	return -1;
 }

@@ -29,13 +29,15 @@ uint16_t dt_socket_port(int fd);
  * in GETENV's PATH): FROM, the barrier's listening socket on PORT, or -1
  * without a barrier, becomes the holding socket. It is kept open into the
  * program when that runs Python with the hook on its PYTHONPATH (HOOK),
- * and named in DIST_TRAIN_STORE_FD in ENV; else closed, and
- * DIST_TRAIN_STORE_FD unset. FROM is taken either way. Returns 1 when
+ * and named in DIST_TRAIN_STORE_FD in ENV, and GUARD_LIB (the worker
+ * library, or NULL) is preloaded into it, to guard the store
+ * (helper/store_guard.c); else closed, and DIST_TRAIN_STORE_FD and
+ * DIST_TRAIN_STORE_PEERS unset. FROM is taken either way. Returns 1 when
  * kept, 0 when not, -1 when out of memory, -2 when PORT is held by
  * another program (without a barrier: the program could not listen).
  */
-int dt_store_hold(int from, uint16_t port, bool hook, int argc,
-		  char *const argv[], dt_getenv_fn getenv, void *arg,
-		  struct dt_env *env);
+int dt_store_hold(int from, uint16_t port, bool hook, const char *guard_lib,
+		  int argc, char *const argv[], dt_getenv_fn getenv,
+		  void *arg, struct dt_env *env);
 
 #endif

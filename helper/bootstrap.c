@@ -17,6 +17,7 @@
 #include "../common/node.h"
 #include "pmix_client.h"
 #include "../common/rank0.h"
+#include "../common/store_guard.h"
 #include "../common/python_hook.h"
 
 /*
@@ -206,12 +207,16 @@ struct task {
 	struct dt_task_ids slurm_ids;
 	/* A leader with PMIx: what it checks and tells its members. */
 	struct node_views views;
-	/* Rank 0's listening socket after the barrier, for the store. */
+	/* Rank 0's listening socket after the barrier, for the store, and
+	 * the addresses the barrier proved (common/store_guard.h). */
 	int store_fd;
+	char *peers;
 };
 
 static void task_free(struct task *t)
 {
+	free(t->peers);
+	t->peers = NULL;
 	if (t->store_fd >= 0)
 		close(t->store_fd);
 	t->store_fd = -1;
@@ -531,6 +536,7 @@ static int rendezvous_rank0(struct task *t, const struct dt_rdv_hello *hello,
 		params.timeout_s = t->cfg->timeout;
 		params.host_of = rank_host;
 		params.host_arg = t;
+		params.peers = &t->peers;
 		rc = rank0_serve(fd, &params, res, err, errlen);
 		if (params.node_fd >= 0)
 			close(params.node_fd);
@@ -854,6 +860,11 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out,
 	req.pmix_bootstrap = t.pmix || t.pmix_by_leader || t.pmix_lean;
 	if (dt_train_env(&req, out, err, sizeof(err)) < 0)
 		goto fail;
+	if (t.peers && store_fd &&
+	    dt_env_put(out, DT_STORE_PEERS_ENV, t.peers, DT_ENV_SET) < 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
 	/* tests/bench/launch.sh reads where the time went. */
 	if (cfg->verbose)
 		fprintf(stderr, DT_NAME ": rank %u: the helper took: place %llu "

@@ -89,8 +89,9 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	/* Rank 0's proven port, held into a Python program's store. */
 	if (store_fd >= 0 &&
-	    dt_store_hold(store_fd, dt_store_port(&env), hook, argc - next,
-			  argv + next, process_getenv, NULL, &env) == -1) {
+	    dt_store_hold(store_fd, dt_store_port(&env), hook, cfg.worker_lib,
+			  argc - next, argv + next, process_getenv, NULL,
+			  &env) == -1) {
 		store_fd = -1;
 		helper_error("out of memory");
 		rc = 1;

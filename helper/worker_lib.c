@@ -9,7 +9,8 @@
  *    and later start it with the CPU affinity it inherited reset to every
  *    CPU, so it binds itself again to what the plugin chose for the task
  *    (DIST_TRAIN_REBIND set by plugin/task.c).
- * Everywhere else it does nothing. It exports no symbol.
+ * Everywhere else it does nothing. In rank 0's program it also guards
+ * the store (helper/store_guard.c).
  */
 #include "config.h"
 

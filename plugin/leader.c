@@ -29,6 +29,7 @@
 #include "../common/node.h"
 #include "../common/port.h"
 #include "../common/rank0.h"
+#include "../common/store_guard.h"
 #include "../common/train_env.h"
 
 struct leader {
@@ -82,7 +83,7 @@ static int relocate(void *arg, uint16_t *port, char *err, size_t errlen)
 /* Rank 0, listening on LISTEN_FD: serve the barrier for the step. */
 static int serve(struct leader *l, int listen_fd, int node_fd,
 		 const struct dt_rdv_hello *self, struct dt_rdv_result *res,
-		 char *err, size_t errlen)
+		 char **peers, char *err, size_t errlen)
 {
 	const struct plugin_state *st = l->st;
 	struct rank0_params params;
@@ -106,6 +107,7 @@ static int serve(struct leader *l, int listen_fd, int node_fd,
 	params.node_fd = node_fd;
 	params.members = node_fd >= 0 ? st->layout.local_size - 1 : 0;
 	params.nodes = st->layout.num_nodes;
+	params.peers = peers;
 	return rank0_serve(listen_fd, &params, res, err, errlen);
 }
 
@@ -146,6 +148,7 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 	struct dt_rdv_result res;
 	struct rlimit files;
 	bool have_files;
+	char *peers = NULL;
 	int listen_fd = -1, node_fd = -1, rc = -1;
 
 	*use_helper = false;
@@ -183,12 +186,18 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 	self.nranks = 1;
 	self.world = st->layout.world_size;
 	snprintf(self.host, sizeof(self.host), "%s", host);
-	if ((rank == 0 ? serve(&l, listen_fd, node_fd, &self, &res, err,
-			       errlen) :
+	if ((rank == 0 ? serve(&l, listen_fd, node_fd, &self, &res, &peers,
+			       err, errlen) :
 	     join(&l, node_fd, &self, &res, quiet, err, errlen)) < 0)
 		goto out;
 	rc = lean_task_env(st, envp, rank, 0, step_id, &res, env, err, errlen);
-	/* Rank 0's port, proven by the barrier, stays held for the store. */
+	/* Rank 0's port, proven by the barrier, stays held for the store,
+	 * which admits only the nodes proven here (common/store_guard.h). */
+	if (rc == 0 && peers &&
+	    dt_env_put(env, DT_STORE_PEERS_ENV, peers, DT_ENV_SET) < 0) {
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	}
 	if (rc == 0 && rank == 0) {
 		*store_fd = listen_fd;
 		listen_fd = -1;
@@ -201,5 +210,6 @@ out:
 	if (listen_fd >= 0)
 		close(listen_fd);
 	explicit_bzero(key, sizeof(key));
+	free(peers);
 	return rc;
 }

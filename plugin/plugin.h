@@ -223,8 +223,9 @@ int leader_task_env(const struct plugin_state *st, char **envp,
 /* store.c: in rank 0's task, hold the store's port into the program
  * (common/store_port.h): STORE_FD, the barrier's socket, or a new one
  * when there was no barrier or it is not on the store's port. HOOK: the
- * Python hook is on the program's PYTHONPATH. 0, or -1 with ERR. */
-int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
-	       struct dt_env *env, char *err, size_t errlen);
+ * Python hook is on the program's PYTHONPATH; WORKER_LIB guards the
+ * store there (common/store_guard.h). 0, or -1 with ERR. */
+int store_hold(spank_t sp, int store_fd, bool hook, const char *worker_lib,
+	       char **envp, struct dt_env *env, char *err, size_t errlen);
 
 #endif

@@ -12,8 +12,8 @@
 #include "../common/store_hold.h"
 #include "../common/store_port.h"
 
-int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
-	       struct dt_env *env, char *err, size_t errlen)
+int store_hold(spank_t sp, int store_fd, bool hook, const char *worker_lib,
+	       char **envp, struct dt_env *env, char *err, size_t errlen)
 {
 	uint16_t port = dt_store_port(env);
 	char **argv = NULL, node[256];
@@ -27,8 +27,8 @@ int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
 	if (dt_envp_get(envp, "SLURM_CONTAINER") &&
 	    *dt_envp_get(envp, "SLURM_CONTAINER"))
 		hook = false;
-	held = dt_store_hold(store_fd, port, hook, argc, argv, dt_envp_getenv,
-			     envp, env);
+	held = dt_store_hold(store_fd, port, hook, worker_lib, argc, argv,
+			     dt_envp_getenv, envp, env);
 	if (held == -2) {
 		plugin_node_name(envp, node, sizeof(node));
 		snprintf(err, errlen, "port %u on %s, where rank 0's store is to "

@@ -16,6 +16,7 @@
 #include "../common/bind_apply.h"
 #include "../common/envp.h"
 #include "../common/python_hook.h"
+#include "../common/store_guard.h"
 #include "../common/train_env.h"
 
 /* One line on the task's stderr, which srun shows: PREFIX, then FMT. */
@@ -261,7 +262,7 @@ int task_init(spank_t sp)
 	struct dt_env_request req;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
 	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
-	char *line = NULL;
+	char *line = NULL, *peers = NULL;
 	char **envp = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
 	int store_fd = -1, hook, met;
@@ -307,6 +308,7 @@ int task_init(spank_t sp)
 		 * step's, and rank 0 holds it into the store from then on. */
 		if (st->layout.world_size > 1) {
 			struct dt_env agent = { 0 };
+			const char *list;
 
 			met = meet_at_barrier(sp, st, envp, rank, local_rank,
 					      secret, step_id, hostfile_host,
@@ -316,6 +318,12 @@ int task_init(spank_t sp)
 			if (met == 0)
 				met = store_port_from(st, &agent, err,
 						      sizeof(err));
+			/* Who may reach the store: common/store_guard.h. */
+			list = dt_env_get(&agent, DT_STORE_PEERS_ENV);
+			if (met == 0 && list && !(peers = strdup(list))) {
+				snprintf(err, sizeof(err), "out of memory");
+				met = -1;
+			}
 			dt_env_free(&agent);
 			if (met < 0)
 				goto fail;
@@ -326,6 +334,11 @@ int task_init(spank_t sp)
 			if (local_rank == 0)
 				task_error("%s", err);
 			goto out;
+		}
+		if (peers && dt_env_put(&env, DT_STORE_PEERS_ENV, peers,
+					DT_ENV_SET) < 0) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto fail;
 		}
 		goto set;
 	}
@@ -382,7 +395,8 @@ set:
 	/* Its port, held from the barrier into the program (store.c
 	 * takes STORE_FD either way). */
 	if (rank == 0) {
-		int held = store_hold(sp, store_fd, hook == 1, envp, &env, err,
+		int held = store_hold(sp, store_fd, hook == 1,
+				      st->step.worker_lib, envp, &env, err,
 				      sizeof(err));
 
 		store_fd = -1;
@@ -426,6 +440,7 @@ out:
 		close(store_fd);
 	explicit_bzero(secret, sizeof(secret));
 	free(line);
+	free(peers);
 	dt_env_free(&env);
 	/*
 	 * Slurm ends the task when a required plugin fails here, but runs

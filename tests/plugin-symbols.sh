@@ -1,8 +1,11 @@
 #!/bin/sh
 # The plugin exports the SPANK symbols and nothing else (TAP): any other
-# global could shadow one of srun's or slurmstepd's.
+# global could shadow one of srun's or slurmstepd's. The worker library,
+# preloaded into programs, exports only the store's guard (accept and
+# accept4, helper/store_guard.c).
 so=${DT_TOP_BUILDDIR:-.}/plugin/.libs/dist_train.so
-echo "1..2"
+worker=${DT_TOP_BUILDDIR:-.}/helper/.libs/dist_train_worker.so
+echo "1..3"
 extra=$(nm -D --defined-only "$so" | awk '{print $3}' |
 	grep -v -E '^(plugin_name|plugin_type|plugin_version|spank_plugin_version|slurm_spank_[a-z_]+)$')
 if [ -z "$extra" ]; then
@@ -14,4 +17,10 @@ if nm -D --defined-only "$so" | grep -q ' slurm_spank_init$'; then
 	echo "ok 2 - slurm_spank_init is exported"
 else
 	echo "not ok 2 - slurm_spank_init is missing"
+fi
+worker_exports=$(nm -D --defined-only "$worker" | awk '{print $3}' | sort | tr '\n' ' ')
+if [ "$worker_exports" = "accept accept4 " ]; then
+	echo "ok 3 - the worker library exports only accept and accept4"
+else
+	echo "not ok 3 - the worker library exports: $worker_exports"
 fi

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 19
+plan 21
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -300,5 +300,20 @@ else
 	pmix_check "store, PMIx: the step runs with rank 0's store" false
 fi
 squatted_step "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun squat_job.py "$ATTACK/listening.tried"
+
+# Rank 0's store admits only the step's own (common/store_guard.h): on
+# rank 0's node, another user's connection is closed before the store
+# reads it; the job's user's is served (which tells the two apart). Here
+# every node shares this machine's network: see network.sh for the others.
+guarded_step 127.0.1.1 "other $OTHER
+owner ${DT_CLUSTER_USER:-dttest}" -N2 -n4 --mpi=none --dist-train python3
+rc=$?
+diag "store guard: $(tr '\n' ' ' < "$GUARD/intrude.log")(exit $rc)"
+check "another user on rank 0's node cannot use its store, the job's user can, and the step runs" \
+	eval '[ $rc = 0 ] && [ "$(count_lines "^GUARDED rank=[0-3] sum=4$")" = 4 ] && grep -q "^INTRUDE other tries=3 admitted=0 " "$GUARD/intrude.log" && grep -q "^INTRUDE owner tries=3 admitted=3 " "$GUARD/intrude.log"' ||
+	{ show_output; diag "$(cat "$GUARD/intrude.log")"; }
+check "... and rank 0's program says once whom its store refused" \
+	test "$(grep -c "rank 0's store (port [0-9]*) refused a connection from [0-9a-f.:]* (a socket of user $(id -u "$OTHER") on this node)" "$ERR")" = 1 ||
+	show_output
 
 finish

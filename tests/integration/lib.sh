@@ -245,6 +245,36 @@ bg_step() {
 	done
 }
 
+# guarded_step HOST INTRUDERS SRUN-ARGS...: srun SRUN-ARGS (a launcher
+# and its arguments, to which "store_guard.py job $GUARD" is added) in the
+# background; once rank 0's store is up, each line "NAME USER [NODE]" of
+# INTRUDERS connects to it at HOST as USER (from NODE's network, with
+# DT_CLUSTER_NETNS=1) with torch's own client (store_guard.py intrude);
+# then the step goes on. Their lines: $GUARD/intrude.log.
+GUARD=$JOBS/guard
+guarded_step() {
+	local host=$1 intruders=$2 name user node runner
+	shift 2
+	rm -rf "$GUARD"
+	install -d -o "${DT_CLUSTER_USER:-dttest}" -m 0755 "$GUARD"
+	job_file store_guard.py < "$TOP_SRCDIR/tests/integration/store_guard.py"
+	timeout -k 10 240 "$DT_CLUSTER" run srun "$@" store_guard.py job \
+		"$GUARD" > "$OUT" 2> "$ERR" &
+	runner=$!
+	for _ in $(seq 1800); do
+		[ -e "$GUARD/store-up" ] || ! kill -0 $runner 2>/dev/null && break
+		sleep 0.1
+	done
+	while read -r name user node; do
+		[ -n "$name" ] && [ -e "$GUARD/store-up" ] || continue
+		${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
+			python3 "$JOBS/store_guard.py" intrude "$GUARD" "$name" \
+			"$host" >> "$GUARD/intrude.log" 2>&1
+	done <<< "$intruders"
+	touch "$GUARD/intruded"
+	wait $runner
+}
+
 show_output() {
 	diag "stdout:"
 	diag "$(head -c 4000 "$OUT")"

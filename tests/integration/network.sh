@@ -16,7 +16,7 @@ if ! { ip netns add dt-probe && ip netns del dt-probe &&
 fi
 export DT_CLUSTER_NETNS=1
 cluster_start
-plan 7
+plan 12
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 # What users write by hand, with a timeout short enough to see it fail.
@@ -62,5 +62,42 @@ pmix_check "srun --mpi=pmix --dist-train: the same all_reduce" \
 job srun -N4 -n8 --mpi=pmix --dist-train sh -c 'echo "IF $(hostname) $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
 pmix_check "... with the interface the ranks reached rank 0 through (eth0)" \
 	test "$(count_lines '^IF n[1-4] eth0 =eth0$')" = 8 || show_output
+
+# torchrun's workers inherit the agent's environment: the same interface.
+job srun -N2 --ntasks-per-node=1 --dist-train=torchrun,nproc=2 torchrun allreduce.py
+check "srun --dist-train=torchrun: the workers' gloo all_reduce across nodes" \
+	test "$(count_lines 'ALLREDUCE rank=[0-3] world=4 sum=6 ')" = 4 || show_output
+
+# Rank 0's store admits only the step's own (common/store_guard.h): with
+# a start barrier (check: the helper's; PMIx: the lean one), a connection
+# from an address no node proved itself from (this machine, standing for a
+# login node, even as the job's user) is closed before the store reads it,
+# as is another user's on rank 0's node; the job's user there is served.
+OWNER=${DT_CLUSTER_USER:-dttest}
+OTHER=${DT_TEST_OTHER_USER:-dtother}
+id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
+	{ echo "Bail out! cannot create the user $OTHER"; exit 1; }
+guarded() { # NAME SRUN-ARGS...
+	local name=$1 rc log=$GUARD/intrude.log
+	shift
+	guarded_step 10.77.0.1 "login $OWNER
+other $OTHER n1
+owner $OWNER n1" "$@"
+	rc=$?
+	diag "$name: $(tr '\n' ' ' < "$log")(exit $rc)"
+	check "$name: only the step's nodes reach rank 0's store, not this machine nor another user on rank 0's node" \
+		eval '[ $rc = 0 ] && [ "$(count_lines "GUARDED rank=")" -ge 2 ] && grep -q "^INTRUDE login tries=3 admitted=0 " "$log" && grep -q "^INTRUDE other tries=3 admitted=0 " "$log" && grep -q "^INTRUDE owner tries=3 admitted=3 " "$log"' ||
+		{ show_output; diag "$(cat "$log")"; }
+}
+guarded "srun --dist-train=check" -N4 -n8 --dist-train=check python3
+check "... rank 0's program says once whom its store refused first" \
+	test "$(grep -c "rank 0's store (port [0-9]*) refused a connection from 10.77.0.254 (no node of the step proved itself from that address)" "$ERR")" = 1 ||
+	show_output
+if slurm_has_pmix; then
+	guarded "srun --mpi=pmix --dist-train" -N4 -n8 --mpi=pmix --dist-train python3
+else
+	pmix_check "srun --mpi=pmix --dist-train: only the step's nodes reach rank 0's store" false
+fi
+guarded "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun
 
 finish

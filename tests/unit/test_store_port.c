@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/net.h"
+#include "common/store_guard.h"
 #include "common/store_hold.h"
 #include "common/store_port.h"
 #include "unit.h"
@@ -163,8 +164,8 @@ static void test_hold(void)
 
 	CU_ASSERT_FATAL(port != 0);
 	/* Without a barrier: taken here, held into Python. */
-	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, 2, python, no_path, NULL,
-				      &env), 1);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, NULL, 2,
+				      python, no_path, NULL, &env), 1);
 	named = dt_env_get(&env, DT_STORE_FD_ENV);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(named);
 	fd = atoi(named);
@@ -174,8 +175,8 @@ static void test_hold(void)
 	/* Not listening: a rank that comes first is refused, not queued. */
 	CU_ASSERT_EQUAL(refused(port), 1);
 	/* Taken: the next step on this port hears of it. */
-	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, 2, python, no_path, NULL,
-				      &env), -2);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, NULL, 2,
+				      python, no_path, NULL, &env), -2);
 	close(fd);
 	CU_ASSERT_TRUE(can_bind(port));
 	dt_env_free(&env);
@@ -184,8 +185,8 @@ static void test_hold(void)
 	memset(&env, 0, sizeof(env));
 	barrier = net_listen(port);
 	CU_ASSERT_FATAL(barrier >= 0);
-	CU_ASSERT_EQUAL(dt_store_hold(barrier, port, true, 2, python, no_path,
-				      NULL, &env), 1);
+	CU_ASSERT_EQUAL(dt_store_hold(barrier, port, true, NULL, 2,
+				      python, no_path, NULL, &env), 1);
 	CU_ASSERT_EQUAL(fcntl(barrier, F_GETFD), -1);	/* closed */
 	fd = atoi(dt_env_get(&env, DT_STORE_FD_ENV));
 	CU_ASSERT_EQUAL(dt_socket_port(fd), port);
@@ -195,13 +196,13 @@ static void test_hold(void)
 
 	/* Not Python, or no hook: let go, and no variable. */
 	memset(&env, 0, sizeof(env));
-	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, 2, shell, no_path, NULL,
-				      &env), 0);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, NULL, 2,
+				      shell, no_path, NULL, &env), 0);
 	CU_ASSERT_PTR_NULL(dt_env_get(&env, DT_STORE_FD_ENV));
 	CU_ASSERT_EQUAL(dt_env_find(&env, DT_STORE_FD_ENV)->action,
 			DT_ENV_UNSET);
-	CU_ASSERT_EQUAL(dt_store_hold(-1, port, false, 2, python, no_path,
-				      NULL, &env), 0);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, false, NULL, 2,
+				      python, no_path, NULL, &env), 0);
 	CU_ASSERT_TRUE(can_bind(port));
 	dt_env_free(&env);
 
@@ -209,11 +210,54 @@ static void test_hold(void)
 	 * as it does at every step's end: the port is held all the same. */
 	memset(&env, 0, sizeof(env));
 	time_wait(port);
-	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, 2, python, no_path, NULL,
-				      &env), 1);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, NULL, 2,
+				      python, no_path, NULL, &env), 1);
 	fd = atoi(dt_env_get(&env, DT_STORE_FD_ENV));
 	CU_ASSERT_FALSE(can_bind(port));
 	close(fd);
+	dt_env_free(&env);
+}
+
+static const char *preloading(const char *name, void *arg)
+{
+	return strcmp(name, "LD_PRELOAD") ? NULL : arg;
+}
+
+/* The guard, preloaded where the port is kept (common/store_guard.h);
+ * its list of addresses gone where it is not. */
+static void test_hold_guard(void)
+{
+	char *python[] = { "python3", "train.py", NULL };
+	char *shell[] = { "sh", "run.sh", NULL };
+	const char *lib = "/bin/sh";	/* any file that can be read */
+	struct dt_env env = { 0 };
+	uint16_t port = free_port();
+
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, lib, 2, python,
+				      preloading, "/opt/x.so", &env), 1);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LD_PRELOAD"),
+			       "/bin/sh:/opt/x.so");
+	close(atoi(dt_env_get(&env, DT_STORE_FD_ENV)));
+	dt_env_free(&env);
+
+	/* Already there (torchrun mode's workers): once is enough. */
+	memset(&env, 0, sizeof(env));
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, lib, 2, python,
+				      preloading, "/opt/x.so /bin/sh", &env),
+			1);
+	CU_ASSERT_PTR_NULL(dt_env_find(&env, "LD_PRELOAD"));
+	close(atoi(dt_env_get(&env, DT_STORE_FD_ENV)));
+	dt_env_free(&env);
+
+	/* Not kept: nothing preloaded, and no list for the program. */
+	memset(&env, 0, sizeof(env));
+	CU_ASSERT_EQUAL(dt_env_put(&env, DT_STORE_PEERS_ENV, "10.0.0.2",
+				   DT_ENV_SET), 0);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, lib, 2, shell,
+				      preloading, NULL, &env), 0);
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "LD_PRELOAD"));
+	CU_ASSERT_EQUAL(dt_env_find(&env, DT_STORE_PEERS_ENV)->action,
+			DT_ENV_UNSET);
 	dt_env_free(&env);
 }
 
@@ -222,6 +266,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_python_by_name),
 	UNIT_TEST(test_python_by_first_line),
 	UNIT_TEST(test_hold),
+	UNIT_TEST(test_hold_guard),
 };
 
 UNIT_MAIN("store_port", tests)

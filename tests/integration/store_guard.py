@@ -1,0 +1,54 @@
+# Rank 0's store admits only the step's own (common/store_guard.h).
+#
+#   python3 store_guard.py job FOLDER
+#     Every rank joins gloo. Rank 0 writes FOLDER/store-up ("HOST PORT" of
+#     its store: torchrun's agents' where there is one) and waits for
+#     FOLDER/intruded (at most 120 s) before the all_reduce, so that the
+#     store is up while others try it.
+#   python3 store_guard.py intrude FOLDER NAME HOST
+#     torch's own store client, as any user could run it: connect to HOST
+#     at the store's port, then add to a key, 3 times. Prints
+#     "INTRUDE NAME tries=3 admitted=N (the last error)".
+import datetime
+import os
+import pathlib
+import sys
+import time
+
+mode, folder = sys.argv[1], pathlib.Path(sys.argv[2])
+if mode == "job":
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        endpoint = os.environ.get("PET_RDZV_ENDPOINT") or \
+            f'{os.environ["MASTER_ADDR"]}:{os.environ["MASTER_PORT"]}'
+        host, port = endpoint.rsplit(":", 1)
+        (folder / "store-up.new").write_text(f"{host} {port}\n")
+        (folder / "store-up.new").rename(folder / "store-up")
+        deadline = time.monotonic() + 120
+        while not (folder / "intruded").exists() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+    t = torch.tensor([1.0])
+    dist.all_reduce(t)
+    dist.barrier()
+    print(f"GUARDED rank={dist.get_rank()} sum={int(t.item())}", flush=True)
+    dist.destroy_process_group()
+else:
+    import torch.distributed as dist
+
+    name, host = sys.argv[3], sys.argv[4]
+    port = (folder / "store-up").read_text().split()[1]
+    admitted, last = 0, ""
+    for _ in range(3):
+        try:
+            store = dist.TCPStore(host_name=host, port=int(port),
+                                  is_master=False,
+                                  timeout=datetime.timedelta(seconds=3))
+            store.add("dist-train-intruder", 1)
+            admitted += 1
+        except Exception as e:  # RuntimeError, DistNetworkError, ...
+            last = str(e).splitlines()[0] if str(e) else type(e).__name__
+    print(f"INTRUDE {name} tries=3 admitted={admitted} ({last})", flush=True)
