@@ -250,7 +250,8 @@ bg_step() {
 # background; once rank 0's store is up, each line "NAME USER [NODE]" of
 # INTRUDERS connects to it at HOST as USER (from NODE's network, with
 # DT_CLUSTER_NETNS=1) with torch's own client (store_guard.py intrude);
-# then the step goes on. Their lines: $GUARD/intrude.log.
+# then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
+# intrude.err).
 GUARD=$JOBS/guard
 guarded_step() {
 	local host=$1 intruders=$2 name user node runner
@@ -269,7 +270,7 @@ guarded_step() {
 		[ -n "$name" ] && [ -e "$GUARD/store-up" ] || continue
 		${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
 			python3 "$JOBS/store_guard.py" intrude "$GUARD" "$name" \
-			"$host" >> "$GUARD/intrude.log" 2>&1
+			"$host" >> "$GUARD/intrude.log" 2>> "$GUARD/intrude.err"
 	done <<< "$intruders"
 	touch "$GUARD/intruded"
 	wait $runner
