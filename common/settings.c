@@ -420,7 +420,8 @@ static const struct setting settings[] = {
 	  "root; off: discover in every step" },
 	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_worker_lib, "(PKGLIBDIR/dist_train_worker.so)",
-	  "the library preloaded into torchrun's workers to bind each one" },
+	  "the library preloaded into torchrun's workers to bind each one, "
+	  "and into rank 0's program to guard its store" },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
