@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 21
+plan 22
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -176,6 +176,16 @@ check "... nor with the helper" \
 job srun -N2 -n2 --mpi=none sh -c 'echo "SECRET=${SLURM_DIST_TRAIN_STEP_SECRET:-${DIST_TRAIN_STEP_SECRET:-none}}"'
 check "... and a step without --dist-train gets none" \
 	test "$(count_lines '^SECRET=none$')" = 2 || show_output
+# A node whose plugstack.conf is not srun's does not activate: here srun
+# reads one with default=on (through a slurm.conf naming it), the nodes
+# theirs, without. srun passes the step's secret (its verbose line shows it
+# active); the program there still never sees it.
+sed 's/$/ default=on verbose=yes/' "$DT_CLUSTER_DIR/etc/plugstack.conf" > "$JOBS/plugstack-on.conf"
+sed "s|^PlugStackConfig=.*|PlugStackConfig=$JOBS/plugstack-on.conf|" "$DT_CLUSTER_DIR/etc/slurm.conf" > "$JOBS/slurm-on.conf"
+chmod 0644 "$JOBS/plugstack-on.conf" "$JOBS/slurm-on.conf"
+job env SLURM_CONF="$JOBS/slurm-on.conf" srun -N2 -n2 --mpi=none sh -c 'echo "SECRET=${SLURM_DIST_TRAIN_STEP_SECRET:-${DIST_TRAIN_STEP_SECRET:-none}} STEP=${DIST_TRAIN_STEP:-none}"'
+check "... nor on a node whose plugstack.conf is not srun's (it does not activate)" \
+	eval '[ "$(count_lines "^SECRET=none STEP=none$")" = 2 ] && grep -q "^srun: dist-train: took .* in srun" "$ERR"' || show_output
 
 # Rank 0 holds a connection per rank: more ranks than the soft limit.
 job bash -c 'ulimit -Sn 40 && srun -N4 -n48 --overcommit --mpi=none --dist-train=check sh -c "[ \$RANK = 0 ] && ulimit -Sn; true"'

@@ -108,10 +108,11 @@ int leader_task_env(const struct plugin_state *st, char **envp,
  * cluster (tests/integration/hostile.sh). Here: which port it was given. */
 static uint16_t held_port;
 
-int store_hold(spank_t sp, int store_fd, bool hook, char **envp,
-	       struct dt_env *env, char *err, size_t errlen)
+int store_hold(spank_t sp, int store_fd, bool hook, const char *worker_lib,
+	       char **envp, struct dt_env *env, char *err, size_t errlen)
 {
-	(void)sp, (void)hook, (void)envp, (void)err, (void)errlen;
+	(void)sp, (void)hook, (void)worker_lib, (void)envp, (void)err;
+	(void)errlen;
 	CU_ASSERT_EQUAL(store_fd, -1);
 	held_port = dt_store_port(env);
 	return 0;
