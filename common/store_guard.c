@@ -136,6 +136,8 @@ enum dt_store_verdict dt_store_admit(enum dt_peer_owner owner_state,
 {
 	if (owner_state == DT_OWNER_FOUND)
 		return owner == self ? DT_STORE_ADMIT : DT_STORE_OTHER_USER;
+	if (owner_state == DT_OWNER_CLOSED)
+		return DT_STORE_CLOSED;
 	if (owner_state == DT_OWNER_UNKNOWN && from_this_host)
 		return DT_STORE_ADMIT;
 	if (!proven || dt_peer_set_has(proven, peer))

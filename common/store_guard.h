@@ -47,6 +47,10 @@ int dt_peer_key(const struct sockaddr *sa, struct in6_addr *key);
 /* What the kernel said of the connecting socket. */
 enum dt_peer_owner {
 	DT_OWNER_FOUND,		/* a socket of this node's network: OWNER */
+	DT_OWNER_CLOSED,	/* one of this node's, closed already: its
+				 * owner is no longer known (a probe that
+				 * connected and left, or one that sent a
+				 * request and left) */
 	DT_OWNER_ELSEWHERE,	/* no such socket here: another host */
 	DT_OWNER_UNKNOWN	/* the kernel could not be asked */
 };
@@ -54,6 +58,8 @@ enum dt_peer_owner {
 enum dt_store_verdict {
 	DT_STORE_ADMIT,
 	DT_STORE_OTHER_USER,	/* from this node, another user's socket */
+	DT_STORE_CLOSED,	/* from this node, closed: turned away
+				 * unread, and unreported */
 	DT_STORE_NOT_PROVEN	/* from an address no node proved */
 };
 

@@ -16,6 +16,7 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -184,8 +185,10 @@ static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 		   NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
 		const struct inet_diag_msg *m = NLMSG_DATA(&answer.head);
 
+		/* Closed, the socket is the kernel's (uid 0 in TIME_WAIT). */
 		*uid = m->idiag_uid;
-		rc = DT_OWNER_FOUND;
+		rc = m->idiag_state == TCP_ESTABLISHED ? DT_OWNER_FOUND :
+		     DT_OWNER_CLOSED;
 	}
 out:
 	close(fd);
@@ -253,7 +256,8 @@ static bool admitted(int fd, const struct sockaddr_storage *peer)
 				 guard.checked ? &guard.proven : NULL, &from);
 	if (verdict == DT_STORE_ADMIT)
 		return true;
-	tell(&from, verdict, owner);
+	if (verdict != DT_STORE_CLOSED)
+		tell(&from, verdict, owner);
 	return false;
 }
 

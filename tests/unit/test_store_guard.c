@@ -112,6 +112,10 @@ static void test_admit(void)
 				       &proven, &login), DT_STORE_ADMIT);
 	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_FOUND, 1001, 1000, true,
 				       &proven, &node2), DT_STORE_OTHER_USER);
+	/* From this node, closed before the check: its owner is unknown,
+	 * and what it sent before leaving is not read. */
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_CLOSED, 0, 1000, true,
+				       &proven, &node2), DT_STORE_CLOSED);
 	/* From another node: only a proven address. */
 	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_ELSEWHERE, 0, 1000, false,
 				       &proven, &node2), DT_STORE_ADMIT);
