@@ -12,11 +12,13 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -261,11 +263,40 @@ static bool admitted(int fd, const struct sockaddr_storage *peer)
 	return false;
 }
 
+/*
+ * Nothing the store may read, in place of a refused connection: one end of
+ * a pair whose other end is closed, which reads as a client that left.
+ * The store called accept() because its socket was readable and treats
+ * an error as fatal (torch 1.13 to 2.7 end the store's thread), and
+ * waiting for the next connection would stall every client already in.
+ */
+static int left_at_once(int flags)
+{
+	int pair[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM |
+		       (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0, pair) < 0)
+		return -1;
+	close(pair[1]);
+	return pair[0];
+}
+
+/* Whether another connection waits on the listening socket FD. */
+static bool another_waits(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 static int guarded_accept(int fd, struct sockaddr *addr, socklen_t *len,
 			  int flags)
 {
+	bool blocking;
+
 	if (!is_store(fd))
 		return real_accept4(fd, addr, len, flags);
+	blocking = !(fcntl(fd, F_GETFL) & O_NONBLOCK);
 	for (;;) {
 		struct sockaddr_storage peer;
 		socklen_t peer_len = sizeof(peer);
@@ -274,17 +305,21 @@ static int guarded_accept(int fd, struct sockaddr *addr, socklen_t *len,
 
 		if (conn < 0)
 			return conn;
-		if (admitted(conn, &peer)) {
-			if (addr && len) {
-				memcpy(addr, &peer, *len < peer_len ? *len :
-				       peer_len);
-				*len = peer_len;
-			}
-			return conn;
+		if (!admitted(conn, &peer)) {
+			close(conn);	/* turned away unread */
+			/* Non-blocking, the next accept says EAGAIN when no
+			 * other connection waits; blocking, it would wait. */
+			if (!blocking || another_waits(fd))
+				continue;
+			conn = left_at_once(flags);
+			if (conn < 0)
+				return -1;
 		}
-		/* Turned away unread; a non-blocking store gets EAGAIN
-		 * from the next accept when no other waits. */
-		close(conn);
+		if (addr && len) {
+			memcpy(addr, &peer, *len < peer_len ? *len : peer_len);
+			*len = peer_len;
+		}
+		return conn;
 	}
 }
 

@@ -313,14 +313,16 @@ squatted_step "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-
 
 # Rank 0's store admits only the step's own (common/store_guard.h): on
 # rank 0's node, another user's connection is closed before the store
-# reads it; the job's user's is served (which tells the two apart). Here
-# every node shares this machine's network: see network.sh for the others.
-guarded_step 127.0.1.1 "other $OTHER
-owner ${DT_CLUSTER_USER:-dttest}" -N2 -n4 --mpi=none --dist-train python3
+# reads it; the job's user's is served (which tells the two apart), and the
+# ranks' own use of the store goes on after a refusal (the other user
+# comes last). Here every node shares this machine's network: see
+# network.sh for the others.
+guarded_step 127.0.1.1 "owner ${DT_CLUSTER_USER:-dttest}
+other $OTHER" -N2 -n4 --mpi=none --dist-train python3
 rc=$?
 diag "store guard: $(tr '\n' ' ' < "$GUARD/intrude.log")(exit $rc)"
 check "another user on rank 0's node cannot use its store, the job's user can, and the step runs" \
-	eval '[ $rc = 0 ] && [ "$(count_lines "^GUARDED rank=[0-3] sum=4$")" = 4 ] && grep -q "^INTRUDE other tries=3 admitted=0 " "$GUARD/intrude.log" && grep -q "^INTRUDE owner tries=3 admitted=3 " "$GUARD/intrude.log"' ||
+	eval '[ $rc = 0 ] && [ "$(count_lines "^GUARDED rank=[0-3] sum=4 store=served$")" = 4 ] && grep -q "^INTRUDE other tries=3 admitted=0 " "$GUARD/intrude.log" && grep -q "^INTRUDE owner tries=3 admitted=3 " "$GUARD/intrude.log"' ||
 	{ show_output; diag "$(cat "$GUARD/intrude.log")"; }
 check "... and rank 0's program says once whom its store refused" \
 	test "$(grep -c "rank 0's store (port [0-9]*) refused a connection from [0-9a-f.:]* (a socket of user $(id -u "$OTHER") on this node)" "$ERR")" = 1 ||

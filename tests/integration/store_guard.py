@@ -3,8 +3,9 @@
 #   python3 store_guard.py job FOLDER
 #     Every rank joins gloo. Rank 0 writes FOLDER/store-up ("HOST PORT" of
 #     its store: torchrun's agents' where there is one) and waits for
-#     FOLDER/intruded (at most 120 s) before the all_reduce, so that the
-#     store is up while others try it.
+#     FOLDER/intruded (at most 120 s), so that the store is up while others
+#     try it. Then every rank uses the store again (store=served, or stuck
+#     after 60 s), and all_reduces.
 #   python3 store_guard.py intrude FOLDER NAME HOST
 #     torch's own store client, as any user could run it: connect to HOST
 #     at the store's port, then add to a key, 3 times. Prints
@@ -31,10 +32,20 @@ if mode == "job":
         while not (folder / "intruded").exists() and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
+    # The store still serves its ranks after turning the others away
+    # (the last connection it saw may have been one it refused).
+    store = dist.distributed_c10d._get_default_store()
+    store.add("after-intruders", 1)
+    deadline = time.monotonic() + 60
+    while store.add("after-intruders", 0) < dist.get_world_size() and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    served = store.add("after-intruders", 0) == dist.get_world_size()
     t = torch.tensor([1.0])
     dist.all_reduce(t)
     dist.barrier()
-    print(f"GUARDED rank={dist.get_rank()} sum={int(t.item())}", flush=True)
+    print(f"GUARDED rank={dist.get_rank()} sum={int(t.item())} "
+          f"store={'served' if served else 'stuck'}", flush=True)
     dist.destroy_process_group()
 else:
     import torch.distributed as dist
