@@ -52,13 +52,14 @@ __attribute__((constructor)) static void arm_store_guard(void)
 	char *end;
 	unsigned long port;
 
+	/* Every process that preloads the library accepts through libc. */
+	guard.accept4 = (accept4_fn)(uintptr_t)dlsym(RTLD_NEXT, "accept4");
 	if (!colon)
 		return;
 	errno = 0;
 	port = strtoul(colon + 1, &end, 10);
 	if (errno || *end || end == colon + 1 || port == 0 || port > 65535)
 		return;
-	guard.accept4 = (accept4_fn)(uintptr_t)dlsym(RTLD_NEXT, "accept4");
 	/* A list not as written is admitted none from elsewhere. */
 	if (list) {
 		guard.checked = true;
