@@ -110,6 +110,18 @@ void dt_peer_set_free(struct dt_peer_set *set)
 	memset(set, 0, sizeof(*set));
 }
 
+unsigned dt_sockaddr_port(const struct sockaddr *sa)
+{
+	const struct sockaddr_in6 *a6 = (const void *)sa;
+	const struct sockaddr_in *a4 = (const void *)sa;
+
+	if (sa->sa_family == AF_INET6)
+		return ntohs(a6->sin6_port);
+	if (sa->sa_family == AF_INET)
+		return ntohs(a4->sin_port);
+	return 0;
+}
+
 int dt_peer_key(const struct sockaddr *sa, struct in6_addr *key)
 {
 	const struct sockaddr_in6 *a6 = (const void *)sa;

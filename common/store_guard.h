@@ -41,6 +41,9 @@ bool dt_peer_set_has(const struct dt_peer_set *set,
 		     const struct in6_addr *addr);
 void dt_peer_set_free(struct dt_peer_set *set);
 
+/* SA's port, or 0 when it is not IP. */
+unsigned dt_sockaddr_port(const struct sockaddr *sa);
+
 /* SA's address as a key of a set (IPv4 mapped); -1 when not IP. */
 int dt_peer_key(const struct sockaddr *sa, struct in6_addr *key);
 

@@ -22,11 +22,7 @@ uint16_t dt_socket_port(int fd)
 
 	if (fd < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0)
 		return 0;
-	if (a.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
-	if (a.ss_family == AF_INET)
-		return ntohs(((struct sockaddr_in *)&a)->sin_port);
-	return 0;
+	return (uint16_t)dt_sockaddr_port((struct sockaddr *)&a);
 }
 
 /*

@@ -78,17 +78,6 @@ static int real_accept4(int fd, struct sockaddr *addr, socklen_t *len,
 	return (int)syscall(SYS_accept4, fd, addr, len, flags);
 }
 
-static uint16_t port_of(const struct sockaddr_storage *a)
-{
-	if (a->ss_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)(const void *)a)
-			     ->sin6_port);
-	if (a->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)(const void *)a)
-			     ->sin_port);
-	return 0;
-}
-
 /* Whether FD is the store's listening socket. */
 static bool is_store(int fd)
 {
@@ -97,7 +86,7 @@ static bool is_store(int fd)
 
 	return guard.port &&
 	       getsockname(fd, (struct sockaddr *)&a, &len) == 0 &&
-	       port_of(&a) == guard.port;
+	       dt_sockaddr_port((struct sockaddr *)&a) == guard.port;
 }
 
 /* A's address into an inet_diag id's 4 words; its family for the kernel

@@ -26,6 +26,19 @@ static struct in6_addr key_of(const char *text)
 	return key;
 }
 
+static void test_port(void)
+{
+	struct sockaddr_in a4 = { .sin_family = AF_INET,
+				  .sin_port = htons(29500) };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6,
+				   .sin6_port = htons(20001) };
+	struct sockaddr other = { .sa_family = AF_UNIX };
+
+	CU_ASSERT_EQUAL(dt_sockaddr_port((struct sockaddr *)&a4), 29500);
+	CU_ASSERT_EQUAL(dt_sockaddr_port((struct sockaddr *)&a6), 20001);
+	CU_ASSERT_EQUAL(dt_sockaddr_port(&other), 0);
+}
+
 static void test_join(void)
 {
 	char *addrs[] = { "10.0.0.3", "10.0.0.1", "fe80::1", "10.0.0.3",
@@ -134,6 +147,7 @@ static void test_admit(void)
 }
 
 static const struct unit_test tests[] = {
+	UNIT_TEST(test_port),
 	UNIT_TEST(test_join),
 	UNIT_TEST(test_join_bound),
 	UNIT_TEST(test_set),
