@@ -29,7 +29,7 @@ if [ ${#harnesses[@]} = 0 ]; then
 		harnesses+=("$(basename "$f" .c)")
 	done
 fi
-cores=(binding envp error hostlist layout machine_cache port rendezvous secret settings
+cores=(binding envp error fr_dump hostlist layout machine_cache port rendezvous secret settings
        tasks_per_node topology train_env)
 
 echo "1..${#harnesses[@]}"

@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "unit.h"
+#include "../../common/fr_dump.h"
 #include "../../common/stack_report.h"
+#include "fr_dumps.h"
 
 /* What Python 3.11's faulthandler writes for a process with one thread
  * besides the main one (the signal reached the main thread). */
@@ -116,6 +118,61 @@ static void test_rank_ranges(void)
 	CU_ASSERT_STRING_EQUAL(buf, "");
 }
 
+static void test_fr_torch(void)
+{
+	char out[DT_FR_NEWEST_MAX];
+
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_torch_2_11, sizeof(fr_torch_2_11),
+				     out, sizeof(out)), 0);
+	CU_ASSERT_STRING_EQUAL(out, "#3 nccl:all_reduce scheduled, process "
+			       "group 0 (default_pg)");
+}
+
+static void test_fr_python_pickles(void)
+{
+	const char *want = "p2p #7 nccl:send 0->1 started, process group 0 "
+			   "(default_pg)";
+	char out[DT_FR_NEWEST_MAX], small[12];
+
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_python_2, sizeof(fr_python_2), out,
+				     sizeof(out)), 0);
+	CU_ASSERT_STRING_EQUAL(out, want);
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_python_4, sizeof(fr_python_4), out,
+				     sizeof(out)), 0);
+	CU_ASSERT_STRING_EQUAL(out, want);
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_python_4, sizeof(fr_python_4), small,
+				     sizeof(small)), 0);
+	CU_ASSERT_STRING_EQUAL(small, "p2p #7 nccl");
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_empty, sizeof(fr_empty), out,
+				     sizeof(out)), 0);
+	CU_ASSERT_STRING_EQUAL(out, "no collective yet");
+}
+
+/* What is not a dump of plain values is refused, whole or cut anywhere. */
+static void test_fr_refused(void)
+{
+	const unsigned char not_dict[] = { 0x80, 0x02, 'K', 7, '.' };
+	const unsigned char dangling[] = { 0x80, 0x02, 'e', '.' };
+	const unsigned char unwritten[] = { 0x80, 0x02, 'h', 9, '.' };
+	char out[DT_FR_NEWEST_MAX];
+
+	CU_ASSERT_EQUAL(dt_fr_newest(fr_class, sizeof(fr_class), out,
+				     sizeof(out)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "other than plain values"));
+	CU_ASSERT_EQUAL(dt_fr_newest(not_dict, sizeof(not_dict), out,
+				     sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(out, "not a flight recorder dump: it has no "
+			       "list of entries");
+	CU_ASSERT_EQUAL(dt_fr_newest(dangling, sizeof(dangling), out,
+				     sizeof(out)), -1);
+	CU_ASSERT_EQUAL(dt_fr_newest(unwritten, sizeof(unwritten), out,
+				     sizeof(out)), -1);
+	CU_ASSERT_EQUAL(dt_fr_newest(NULL, 0, out, sizeof(out)), -1);
+	for (size_t cut = 0; cut < sizeof(fr_torch_2_11); cut++)
+		CU_ASSERT_EQUAL(dt_fr_newest(fr_torch_2_11, cut, out,
+					     sizeof(out)), -1);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_where_main_thread),
 	UNIT_TEST(test_where_last_dump),
@@ -123,6 +180,9 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_group_odd_first),
 	UNIT_TEST(test_group_ties_by_rank),
 	UNIT_TEST(test_rank_ranges),
+	UNIT_TEST(test_fr_torch),
+	UNIT_TEST(test_fr_python_pickles),
+	UNIT_TEST(test_fr_refused),
 };
 
 UNIT_MAIN("stacks", tests)
