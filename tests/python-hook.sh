@@ -24,7 +24,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	exit 0
 fi
 
-echo "1..9"
+echo "1..10"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
 # where torch lacks it. Each script takes a port the kernel says is free
 # (other stacks' tests may run beside this one).
@@ -266,3 +266,42 @@ else
 	sed 's/^/# /' <<<"$out"
 fi
 rm -rf "$marker"
+
+# NCCL's dump pipe (read by dist-train stacks): only a process that starts
+# an NCCL process group gets its folder (0700, in the node's temporary
+# one), not one that starts gloo; the folder and the pipe torch made in it
+# are gone once the process ends. From torch 2.11 on, the flight
+# recorder's older names are unset (that torch warns of them).
+record=$(mktemp -d)
+out=$(cd "$record" && PYTHONPATH=$hook SLURM_DIST_TRAIN_RECORD_DIR=$record DIST_TRAIN_STEP=7.0 \
+	timeout 60 "$python" - 2>&1 <<'PY'
+import os, stat, torch, torch.distributed as dist
+release = tuple(int(x) for x in torch.__version__.split(".")[:2])
+print("older names kept:", "TORCH_NCCL_TRACE_BUFFER_SIZE" in os.environ,
+      "TORCH_FR_BUFFER_SIZE" in os.environ, release < (2, 11))
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+print("gloo:", os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"))
+dist.destroy_process_group()
+try:
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+except Exception:
+    pass  # a torch without NCCL: the folder is made before it says so
+pipe = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
+folder = os.path.dirname(pipe)
+print("nccl:", os.path.basename(folder)[:16], os.path.basename(pipe),
+      oct(stat.S_IMODE(os.stat(folder).st_mode)),
+      os.environ.get("TORCH_FR_DEBUG_INFO_PIPE_FILE") == pipe)
+os.mkfifo(pipe + "0.pipe")
+print("folder:", folder)
+PY
+)
+folder=$(sed -n 's/^folder: //p' <<<"$out")
+if grep -q '^gloo: None$' <<<"$out" && grep -q '^nccl: dist-train-nccl- pipe- 0o700 True$' <<<"$out" &&
+	grep -qE '^older names kept: (True True True|False True False)$' <<<"$out" &&
+	[ -n "$folder" ] && [ ! -e "$folder" ]; then
+	echo "ok 10 - NCCL's dump pipe: a private folder for an NCCL process group only, gone at exit; the flight recorder's names for this torch"
+else
+	echo "not ok 10 - NCCL's dump pipe's folder"
+	sed 's/^/# /' <<<"$out"
+fi
+rm -rf "$record"

@@ -28,7 +28,14 @@
 #   working directory, or record=DIR; none with record=off), so that a
 #   hung collective leaves behind what each rank was doing. Both names of
 #   each variable are set: torch 2.x's TORCH_NCCL_* and the TORCH_FR_* of
-#   later releases (torch 1.13 has no flight recorder and ignores them).
+#   later releases (torch 1.13 has no flight recorder and ignores them);
+#   once torch.distributed is imported, from torch 2.11 on, the older
+#   names go again (2.11 warns in every rank that they are deprecated).
+#   A process that starts an NCCL process group also gets a named pipe
+#   from its torch (TORCH_NCCL_DEBUG_INFO_PIPE_FILE, torch 2.3 and later)
+#   in a private folder of the node's temporary one, removed at exit: a
+#   byte written into it, by `dist-train stacks`, makes torch dump the
+#   rank's collectives there and then, without waiting for a timeout.
 # - Stacks on demand: `dist-train stacks JOB.STEP` sends SIGURG to each
 #   rank's process, and Python's faulthandler writes every thread's stack
 #   into a memory file of the process's own ("dist-train-stacks", read by
@@ -331,7 +338,39 @@ def _state_pickle(pickle):
     return safe
 
 
+def _wants_nccl(backend):
+    """Whether init_process_group's BACKEND (None: torch's default) may
+    start NCCL."""
+    if backend is not None:
+        return "nccl" in str(backend).lower()
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def _nccl_dump_pipe(init_process_group):
+    import functools
+
+    @functools.wraps(init_process_group)
+    def init(*args, **kwargs):
+        if _recording and _wants_nccl(_arg(args, kwargs, 0, "backend", None)):
+            _dump_pipe()
+        return init_process_group(*args, **kwargs)
+
+    init._dist_train = True
+    return init
+
+
 def _patch(module):
+    if module.__name__ == "torch.distributed":
+        _older_names_go()
+    if (module.__name__ == "torch.distributed.distributed_c10d" and
+            callable(getattr(module, "init_process_group", None)) and
+            not getattr(module.init_process_group, "_dist_train", False)):
+        module.init_process_group = _nccl_dump_pipe(module.init_process_group)
     if module.__name__ in ("subprocess", "multiprocessing.util"):
         _pass_held(module)
         return
@@ -392,7 +431,20 @@ _FLIGHT_RECORDER = (
 )
 
 
+# The first torch whose flight recorder reads the TORCH_FR_* names and
+# warns of the TORCH_NCCL_* ones (seen in 2.11.0).
+_FR_NAMES_SINCE = (2, 11)
+
+# The dump pipe's names; helper/stacks_collect.c knows the folder's prefix.
+_DUMP_PIPE = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
+_DUMP_PIPE_FOLDER = "dist-train-nccl-"
+# Whether this process set up the flight recorder (not the user, not a
+# parent process), and so makes the dump pipe's folder.
+_recording = False
+
+
 def _flight_recorder():
+    global _recording
     import os
 
     folder = os.environ.get("SLURM_DIST_TRAIN_RECORD_DIR")
@@ -405,6 +457,54 @@ def _flight_recorder():
             continue
         for name in names:
             os.environ[name] = dump if value is None else value
+        _recording = True
+
+
+def _older_names_go():
+    """Where torch reads the TORCH_FR_* names, unset the older ones this
+    process set beside them."""
+    import os
+
+    if not _recording or _torch_version() < _FR_NAMES_SINCE:
+        return
+    for names, _ in _FLIGHT_RECORDER:
+        if len(names) == 2 and os.environ.get(names[0]) == os.environ.get(names[1]):
+            del os.environ[names[0]]
+
+
+def _dump_pipe():
+    """The folder of torch's dump pipe, made just before the first NCCL
+    process group (torch reads the setting as it makes one), so that
+    other programs make none."""
+    global _recording
+    import os
+
+    if not _recording or any(name in os.environ for name in _DUMP_PIPE):
+        return
+    _recording = False
+    try:
+        import atexit
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix=_DUMP_PIPE_FOLDER)
+    except OSError:
+        return
+    atexit.register(_remove_folder, folder, os.getpid())
+    for name in _DUMP_PIPE:
+        os.environ[name] = os.path.join(folder, "pipe-")
+
+
+def _remove_folder(folder, owner):
+    import os
+
+    if os.getpid() != owner:
+        return
+    try:
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 # Kept open for faulthandler, which writes into it from a signal handler.
