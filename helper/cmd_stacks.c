@@ -24,6 +24,7 @@
 
 #include "commands.h"
 #include "stacks.h"
+#include "../common/fr_dump.h"
 #include "../common/hostlist.h"
 #include "../common/net.h"
 #include "../common/stack_report.h"
@@ -52,6 +53,7 @@ struct proc {
 	long pid, rank, world;
 	bool python;
 	char comm[32];
+	char collective[DT_FR_NEWEST_MAX];	/* its newest; "": none */
 	char *text;
 	size_t len, cap;
 };
@@ -375,6 +377,19 @@ static int add_line(struct collection *col, size_t node, const char *rec)
 	return append_text(p, text, strlen(text));
 }
 
+/* "C PID TEXT": PID's newest NCCL collective, from its dump. */
+static void add_collective(struct collection *col, size_t node,
+			   const char *rec)
+{
+	char *text;
+	long pid = strtol(rec, &text, 10);
+	struct proc *p = proc_of(col, node, pid);
+
+	if (p)
+		snprintf(p->collective, sizeof(p->collective), "%s",
+			 *text == ' ' ? text + 1 : text);
+}
+
 /* "F PATH": a flight recorder dump. */
 static int add_dump(struct collection *col, const char *rec)
 {
@@ -408,6 +423,9 @@ static int take_record(struct collection *col, size_t node, const char *rec)
 		return add_proc(col, node, rest);
 	case 'S':
 		return add_line(col, node, rest);
+	case 'C':
+		add_collective(col, node, rest);
+		return 0;
 	case 'F':
 		return add_dump(col, rest);
 	}
@@ -632,6 +650,50 @@ static void say_state(FILE *summary, const struct collection *col,
 		say(summary, "  %s: %s\n", ranks, label);
 }
 
+/* The ranks grouped by their newest NCCL collective, where the flight
+ * recorder gave any: a rank that never entered the collective the others
+ * wait in shows an older one. ORDER, SCRATCH, GROUPS: room for WORLD. */
+static void say_collectives(FILE *summary, const struct collection *col,
+			    const long *pick, size_t world, size_t *order,
+			    size_t *scratch, struct dt_stack_group *groups)
+{
+	const char **newest = calloc(world ? world : 1, sizeof(*newest));
+	size_t ngroups, without = 0, with = 0;
+
+	if (!newest)
+		return;
+	for (size_t r = 0; r < world; r++) {
+		if (pick[r] >= 0 && col->procs[pick[r]].collective[0]) {
+			newest[r] = col->procs[pick[r]].collective;
+			with++;
+		} else {
+			scratch[without++] = r;
+		}
+	}
+	if (with == 0)
+		goto out;
+	say(summary, "NCCL flight recorder, each rank's newest collective "
+	    "(the odd ones out first):\n");
+	ngroups = dt_stack_group(newest, world, order, groups);
+	for (size_t g = 0; g < ngroups; g++) {
+		char ranks[300];
+
+		describe_ranks(col, pick, order + groups[g].first,
+			       groups[g].count, ranks, sizeof(ranks));
+		say(summary, "  %s: %s\n", ranks, groups[g].where);
+	}
+	if (without) {
+		char list[256];
+
+		dt_rank_ranges(scratch, without, list, sizeof(list));
+		say(summary, "  %s %s: no dump (not using NCCL, or a torch "
+		    "without the flight recorder's dump pipe)\n",
+		    without == 1 ? "rank" : "ranks", list);
+	}
+out:
+	free(newest);
+}
+
 static int summarize(const struct collection *col, const char *step,
 		     const char *dir, size_t copied)
 {
@@ -696,6 +758,7 @@ static int summarize(const struct collection *col, const char *step,
 	say_state(summary, col, pick, world, scratch, NOT_PYTHON, "");
 	say_state(summary, col, pick, world, scratch, NO_PROCESS,
 		  "no process found (ended, or its node did not answer)");
+	say_collectives(summary, col, pick, world, order, scratch, groups);
 	if (col->ndumps)
 		say(summary, "  NCCL flight recorder dumps: %zu, %zu of them "
 		    "copied here (the others are on their nodes, such as %s)\n",

@@ -10,11 +10,17 @@
  *                                Python with the dist-train hook)
  *   S PID TEXT                   a line of what PID wrote (none: it did
  *                                not answer in time)
+ *   C PID TEXT                   PID's newest NCCL collective, from the
+ *                                flight recorder dump it wrote when asked
  *   F PATH                       an NCCL flight recorder dump of the step
  *
  * The hook (helper/python/sitecustomize.py) registers faulthandler for
  * SIGURG, writing into a memory file named "dist-train-stacks"; its
- * descriptor, opened here through /proc, shows what was written.
+ * descriptor, opened here through /proc, shows what was written. Where
+ * torch's flight recorder runs, torch watches a named pipe of the rank's
+ * own (made where TORCH_NCCL_DEBUG_INFO_PIPE_FILE says, which the hook
+ * sets): a byte written into it, through /proc too, makes torch write a
+ * dump of the rank's collectives.
  */
 #include "config.h"
 
@@ -31,10 +37,18 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "../common/fr_dump.h"
 #include "../common/net.h"
 #include "stacks.h"
 
 #define MEMFD_LINK "/memfd:dist-train-stacks"
+/* The hook's folder for torch's dump pipes, and the pipes' ending. */
+#define PIPE_FOLDER "/dist-train-nccl-"
+#define PIPE_END ".pipe"
+/* torch's monitor thread looks at the pipe now and then: 7 s was seen. */
+#define FR_WAIT_MS 15000
+/* 2,000 entries (the hook's buffer), each with its frames. */
+#define FR_DUMP_MAX (64u << 20)
 /* Bounds on what one process can make this read. */
 #define ENVIRON_MAX (4u << 20)
 #define DUMP_MAX (4u << 20)
@@ -46,6 +60,11 @@ struct step_proc {
 	pid_t pid, ppid;
 	long rank, world;	/* -1: none */
 	int memfd;		/* its descriptor number; -1: none */
+	int dump_pipe;		/* torch's dump pipe's; -1: none */
+	char *dump;		/* where torch writes its dump; NULL: none */
+	struct timespec dump_mtime;	/* the dump's, before it was asked */
+	off_t dump_size, dump_seen;
+	long long dump_changed_ms;	/* 0: not since it was asked */
 	ino_t ino;
 	char comm[32];
 	int fd;			/* ours on its memory file; -1: none */
@@ -114,9 +133,24 @@ static pid_t parent_of(pid_t pid)
 	return (pid_t)ppid;
 }
 
-static void find_memfd(struct step_proc *p)
+/* Whether LINK is the dump pipe of torch's flight recorder: in the
+ * hook's folder, or where the program's own PIPE_PREFIX says. */
+static bool is_dump_pipe(const char *link, const char *pipe_prefix)
 {
-	char path[64], link[128];
+	size_t n = strlen(link), end = strlen(PIPE_END);
+
+	if (n < end || strcmp(link + n - end, PIPE_END))
+		return false;
+	if (pipe_prefix && *pipe_prefix &&
+	    !strncmp(link, pipe_prefix, strlen(pipe_prefix)))
+		return true;
+	return strstr(link, PIPE_FOLDER) != NULL;
+}
+
+/* P's memory file for stacks, and torch's dump pipe. */
+static void find_descriptors(struct step_proc *p, const char *pipe_prefix)
+{
+	char path[64], link[4096];
 	struct dirent *d;
 	struct stat st;
 	DIR *dir;
@@ -136,22 +170,68 @@ static void find_memfd(struct step_proc *p)
 		if (n < 0)
 			continue;
 		link[n] = '\0';
-		if (strncmp(link, MEMFD_LINK, strlen(MEMFD_LINK)) ||
+		if (p->dump_pipe < 0 && is_dump_pipe(link, pipe_prefix))
+			p->dump_pipe = atoi(d->d_name);
+		if (p->memfd >= 0 ||
+		    strncmp(link, MEMFD_LINK, strlen(MEMFD_LINK)) ||
 		    stat(fdpath, &st) < 0)
 			continue;
 		p->memfd = atoi(d->d_name);
 		p->ino = st.st_ino;
-		break;
 	}
 	closedir(dir);
+}
+
+/* The first of NAMES set in the NUL-separated ENV (LEN bytes), or NULL. */
+static const char *env_first(const char *env, size_t len,
+			     const char *const *names)
+{
+	const char *v = NULL;
+
+	for (; !v && *names; names++)
+		v = env_value(env, len, *names);
+	return v && *v ? v : NULL;
+}
+
+/* Where P's torch writes the dump it is asked for: PREFIX (the
+ * program's own setting, else the hook's name in the record folder)
+ * followed by the rank, as torch names it. */
+static void find_dump(struct step_proc *p, const char *prefix,
+		      const char *record_dir, const char *step)
+{
+	char *path = NULL;
+	int n;
+
+	if (p->dump_pipe < 0 || p->rank < 0)
+		return;
+	if (prefix && prefix[0] == '/')
+		n = asprintf(&path, "%s%ld", prefix, p->rank);
+	else if (prefix)
+		n = asprintf(&path, "/proc/%d/cwd/%s%ld", (int)p->pid, prefix,
+			     p->rank);
+	else if (record_dir[0])
+		n = asprintf(&path, "%s/dist-train-%s.nccl-rank-%ld",
+			     record_dir, step, p->rank);
+	else
+		return;
+	p->dump = n < 0 ? NULL : path;
 }
 
 /* Whether PID is a process of STEP, this user's; fills P. */
 static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 			 char *record_dir, size_t record_len)
 {
+	static const char *const pipe_names[] = {
+		"TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
+		"TORCH_FR_DEBUG_INFO_PIPE_FILE", NULL
+	};
+	/* torch 2.11 takes the newer name first. */
+	static const char *const dump_names[] = {
+		"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+		NULL
+	};
 	const char *v, *node;
-	char path[64];
+	char path[64], *comm;
 	struct stat st;
 	size_t len;
 	char *env;
@@ -176,7 +256,7 @@ static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 	ours = true;
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	p->memfd = p->fd = -1;
+	p->memfd = p->fd = p->dump_pipe = -1;
 	v = env_value(env, len, "RANK");
 	p->rank = v && *v ? strtol(v, NULL, 10) : -1;
 	v = env_value(env, len, "WORLD_SIZE");
@@ -185,17 +265,86 @@ static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 	if (v && !record_dir[0] && strlen(v) < record_len)
 		strcpy(record_dir, v);
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	free(env);
-	env = read_bounded(path, sizeof(p->comm) - 1, &len);
-	if (env) {
-		env[strcspn(env, "\n")] = '\0';
-		strcpy(p->comm, env);
+	comm = read_bounded(path, sizeof(p->comm) - 1, &len);
+	if (comm) {
+		comm[strcspn(comm, "\n")] = '\0';
+		strcpy(p->comm, comm);
+		free(comm);
 	}
 	p->ppid = parent_of(pid);
-	find_memfd(p);
+	find_descriptors(p, env_first(env, len, pipe_names));
+	find_dump(p, env_first(env, len, dump_names), record_dir, step);
 out:
 	free(env);
 	return ours;
+}
+
+/* Ask P's torch for a dump through its pipe; 0 once asked. */
+static int ask_dump(struct step_proc *p)
+{
+	char path[96];
+	struct stat st;
+	int fd, rc = -1;
+
+	if (!p->dump)
+		return -1;
+	if (stat(p->dump, &st) == 0) {
+		p->dump_mtime = st.st_mtim;
+		p->dump_size = p->dump_seen = st.st_size;
+	} else {
+		p->dump_size = p->dump_seen = -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->pid,
+		 p->dump_pipe);
+	/* Non-blocking: a pipe nobody reads any more fails, never waits. */
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0 && write(fd, "1", 1) == 1)
+		rc = 0;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Whether P's dump is new since it was asked and has stopped growing;
+ * NOW: the time. */
+static bool dump_ready(struct step_proc *p, long long now)
+{
+	struct stat st;
+
+	if (stat(p->dump, &st) < 0)
+		return false;
+	if (st.st_size != p->dump_seen ||
+	    (!p->dump_changed_ms &&
+	     (st.st_mtim.tv_sec != p->dump_mtime.tv_sec ||
+	      st.st_mtim.tv_nsec != p->dump_mtime.tv_nsec))) {
+		p->dump_seen = st.st_size;
+		p->dump_changed_ms = now;
+		return false;
+	}
+	return p->dump_changed_ms && now - p->dump_changed_ms >= SETTLE_MS;
+}
+
+/* "C PID TEXT": what P's dump says of its newest collective. */
+static void print_collective(const struct step_proc *p, bool ready)
+{
+	char newest[DT_FR_NEWEST_MAX] = "";
+	unsigned char *dump;
+	size_t len = 0;
+
+	if (!ready) {
+		printf("C %d <no flight recorder dump within %d s of asking "
+		       "torch for one>\n", (int)p->pid, FR_WAIT_MS / 1000);
+		return;
+	}
+	dump = (unsigned char *)read_bounded(p->dump, FR_DUMP_MAX, &len);
+	if (!dump)
+		snprintf(newest, sizeof(newest), "cannot read its dump: %s",
+			 strerror(errno));
+	else
+		dt_fr_newest(dump, len, newest, sizeof(newest));
+	printf("C %d %s%s%s\n", (int)p->pid, dump ? "" : "<", newest,
+	       dump ? "" : ">");
+	free(dump);
 }
 
 /* Each line of TEXT (LEN bytes) as "S PID line". */
@@ -235,8 +384,9 @@ int stacks_collect(const char *step, unsigned wait_ms)
 {
 	struct step_proc *procs = calloc(PROCS_MAX, sizeof(*procs));
 	char host[256] = "", record_dir[4096] = "";
-	size_t n = 0, pending = 0;
-	long long deadline;
+	size_t n = 0, pending = 0, dumps_pending = 0;
+	long long deadline, dumps_deadline;
+	bool *dump_ready_seen = NULL;
 	struct dirent *d;
 	DIR *proc = NULL;
 	int rc = 1;
@@ -276,6 +426,12 @@ int stacks_collect(const char *step, unsigned wait_ms)
 	host[strcspn(host, ". \n")] = '\0';
 	printf("H %s\n", host);
 	deadline = (long long)now_ms() + wait_ms;
+	dumps_deadline = (long long)now_ms() + FR_WAIT_MS;
+	dump_ready_seen = calloc(n ? n : 1, sizeof(*dump_ready_seen));
+	if (!dump_ready_seen) {
+		helper_error("out of memory");
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct step_proc *p = &procs[i];
 		char path[96];
@@ -294,6 +450,14 @@ int stacks_collect(const char *step, unsigned wait_ms)
 				p->fd = -1;
 			}
 		}
+		/* Only of the process that answers for its rank: a forked
+		 * child shares its parent's pipe. */
+		if (p->target && ask_dump(p) == 0)
+			dumps_pending++;
+		else if (p->dump) {
+			free(p->dump);
+			p->dump = NULL;
+		}
 		if (p->target || p->rank >= 0)
 			printf("P %d %ld %ld %d %s\n", (int)p->pid,
 			       p->rank, p->world, p->target ? 1 : 0,
@@ -301,17 +465,22 @@ int stacks_collect(const char *step, unsigned wait_ms)
 	}
 	/* faulthandler writes from the signal handler, at once: wait until
 	 * each file has grown and then stayed still. */
-	while (pending && (long long)now_ms() < deadline) {
+	while ((pending && (long long)now_ms() < deadline) ||
+	       (dumps_pending && (long long)now_ms() < dumps_deadline)) {
 		struct timespec tick = { 0, 20 * 1000000L };
 		long long now;
 
 		nanosleep(&tick, NULL);
 		now = (long long)now_ms();
-		pending = 0;
+		pending = dumps_pending = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct step_proc *p = &procs[i];
 			struct stat st;
 
+			if (p->dump && !dump_ready_seen[i]) {
+				dump_ready_seen[i] = dump_ready(p, now);
+				dumps_pending += !dump_ready_seen[i];
+			}
 			if (p->fd < 0)
 				continue;
 			if (fstat(p->fd, &st) == 0 && st.st_size != p->seen) {
@@ -343,12 +512,18 @@ int stacks_collect(const char *step, unsigned wait_ms)
 			print_lines(p->pid, text, (size_t)got);
 		free(text);
 	}
+	for (size_t i = 0; i < n; i++)
+		if (procs[i].dump)
+			print_collective(&procs[i], dump_ready_seen[i]);
 	print_flight_recorder(record_dir, step);
 	rc = fflush(stdout) == 0 ? 0 : 1;
 out:
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (procs[i].fd >= 0)
 			close(procs[i].fd);
+		free(procs[i].dump);
+	}
+	free(dump_ready_seen);
 	if (proc)
 		closedir(proc);
 	free(procs);

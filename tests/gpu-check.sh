@@ -205,8 +205,9 @@ print("torch", torch.__version__, "rank", dist.get_rank(), "of", dist.get_world_
 dist.destroy_process_group()'
 	rc=$?
 	diag < "$work/srun.out"
-	check "srun -n $ngpu --gres=gpu:$ngpu --dist-train: torch NCCL all_reduce on every rank" \
-		eval '[ $rc = 0 ] && [ "$(grep -c "sum $ngpu.0$" "$work/srun.out")" = $ngpu ]'
+	check "srun -n $ngpu --gres=gpu:$ngpu --dist-train: torch NCCL all_reduce on every rank, no warning of the hook's settings" \
+		eval '[ $rc = 0 ] && [ "$(grep -c "sum $ngpu.0$" "$work/srun.out")" = $ngpu ] &&
+			! grep -q "is deprecated" "$work/srun.out"'
 else
 	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
 fi
@@ -254,6 +255,47 @@ for e in d["entries"]:
 	check "a collective that times out leaves the flight recorder's dump in the record folder" \
 		eval 'grep -q "^entry 2 nccl:all_reduce scheduled" "$work/fr.out" &&
 			grep -q "rank 0 failed first" "$work/srun.out"'
+else
+	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
+fi
+
+# 15. dist-train stacks on a hung NCCL step: each rank's torch is asked
+# through the dump pipe the hook set up, long before any timeout, and the
+# summary names the rank's newest collective, the one it hangs in.
+if [ -n "$py" ]; then
+	jobs=$DT_CLUSTER_DIR/jobs
+	rm -f "$jobs/.fr_step"
+	cat > "$jobs/fr_hang.py" <<'PY'
+import datetime, os, torch, torch.distributed as dist
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=300))
+t = torch.ones(4, device="cuda")
+dist.all_reduce(t)
+dist.all_reduce(t)
+torch.cuda.synchronize()
+torch.cuda._sleep(int(2e11))
+dist.all_reduce(t)
+with open(".fr_step", "w") as f:
+    f.write("%s.%s\n" % (os.environ["SLURM_JOB_ID"], os.environ["SLURM_STEP_ID"]))
+t.cpu()
+PY
+	chmod 0644 "$jobs/fr_hang.py"
+	timeout -k 10 200 "$cluster" run srun --gres=gpu:1 --dist-train "$py" fr_hang.py \
+		> "$work/hang.out" 2>&1 &
+	hang=$!
+	for _ in $(seq 900); do [ -s "$jobs/.fr_step" ] && break; sleep 0.1; done
+	fr_step=$(cat "$jobs/.fr_step" 2>/dev/null)
+	start=$SECONDS
+	timeout -k 5 90 "$cluster" run "$DT_CLUSTER_DIR/bin/dist-train" stacks "${fr_step:-none}" \
+		> "$work/stacks.out" 2>&1
+	echo "dist-train stacks $fr_step took $((SECONDS - start)) s" | diag
+	diag < "$work/stacks.out"
+	check "dist-train stacks on a hung NCCL step: rank 0's newest collective, #3 all_reduce, from its dump pipe" \
+		eval 'grep -A1 "^NCCL flight recorder" "$work/stacks.out" |
+			grep -qE "^  rank 0 \(.*\): #3 nccl:all_reduce (scheduled|started), process group 0"'
+	[ -n "$fr_step" ] && "$cluster" run scancel "${fr_step%.*}"
+	wait "$hang"
+	grep -v "^\[rank0\]\|^frame #\|^Exception raised\|^$" "$work/hang.out" | tail -n 5 | cut -c1-200 | diag
 else
 	echo "ok $((n += 1)) # SKIP no python3 with torch and CUDA"
 fi

@@ -44,6 +44,8 @@ cat <<'OUT'
 0: S 10   File "/x.py", line 5 in all_reduce
 0: S 11 Current thread 0x3 (most recent call first):
 0: S 11   File "/agent.py", line 5 in run
+0: C 10 #3 nccl:all_reduce scheduled, process group 0 (default_pg)
+1: C 20 #2 nccl:all_reduce completed, process group 0 (default_pg)
 0: F /nonexistent/dist-train-7.0.nccl-rank-0
 OUT
 EOF

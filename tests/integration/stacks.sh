@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 11
+plan 13
 
 # The command as the nodes have it (dt-cluster installs it on their PATH):
 # it starts itself on them by its own path.
@@ -63,6 +63,52 @@ check "... asked again by JOB.STEP: the same, in a new folder; no rank was stopp
 	      test -d "$dir.2" &&
 	      test "$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf squeue -h -s -j "$job_id" -o %i | grep -c "^$step_now$")" = 1' || show_stacks
 SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "$job_id"
+wait $runner
+
+# The flight recorder, asked through each rank's dump pipe. The test
+# cluster has no NCCL, so fr_mock.py does what torch's monitor thread does
+# (tests/gpu-check.sh has the real one): it makes the pipe in a folder
+# named as the hook names its own, and when a byte arrives, writes a dump
+# where the hook's TORCH_FR_DUMP_TEMP_FILE says. Rank 5 never entered
+# collective 42, which the others wait in.
+job_file fr_mock.py <<'PY'
+#!/usr/bin/env python3
+import os, pickle, tempfile, threading, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+pipe = os.path.join(tempfile.mkdtemp(prefix="dist-train-nccl-"), "pipe-%d.pipe" % rank)
+os.mkfifo(pipe)
+fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+newest = (41, "completed") if rank == 5 else (42, "started")
+def entry(seq, state):
+    return {"collective_seq_id": seq, "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce",
+            "state": state, "process_group": ("0", "default_pg"), "input_sizes": [[4]]}
+def monitor():
+    while True:
+        time.sleep(0.1)
+        if os.read(fd, 16):
+            entries = [entry(s, "completed") for s in range(1, newest[0])] + [entry(*newest)]
+            with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(rank), "wb") as f:
+                pickle.dump({"version": "2.10", "entries": entries}, f, protocol=2)
+threading.Thread(target=monitor, daemon=True).start()
+dist.barrier()
+if rank == 0:
+    with open(".bg_step", "w") as f:
+        f.write("%s.%s\n" % (os.environ["SLURM_JOB_ID"], os.environ["SLURM_STEP_ID"]))
+time.sleep(300)
+PY
+rm -f "$JOBS"/dist-train-*.nccl-rank-*
+bg_step -N4 -n8 --dist-train python3 ./fr_mock.py
+sleep 1
+stacks "$step_now"
+check "flight recorder dumps asked for: rank 5 first, at the collective before the others'" \
+	eval 'grep -A1 "^NCCL flight recorder, each rank.s newest collective" "$JOBS/.stacks" |
+	      grep -qE "^  rank 5 \(n[0-9]+, pid [0-9]+\): #41 nccl:all_reduce completed, process group 0 \(default_pg\)$"' || show_stacks
+check "... then the 7 others, in collective 42" \
+	eval 'grep -A2 "^NCCL flight recorder" "$JOBS/.stacks" |
+	      grep -qE "^  7 ranks \(0-4,6-7\): #42 nccl:all_reduce started, process group 0 \(default_pg\)$"' || show_stacks
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
 wait $runner
 
 # torchrun mode: the workers are the ranks; the agents have none.
