@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 20
+plan 21
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -121,6 +121,18 @@ check "the job's time limit: srun says so, blames no task, records \"timeout\"" 
 	eval 'grep -q "dist-train: the step was stopped by its time limit, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
 	      grep -q "\"ended\": \"timeout\"" "$JOBS/dist-train-$step_now.json"' || show_output
+
+# Preemption: a job of the test cluster's urgent partition (PriorityTier
+# 10, PreemptMode=CANCEL) needs the nodes of a running step's job, and
+# slurmctld ends that job for it.
+bg_step -N2 -n4 --exclusive -w n1,n2 --dist-train ./hold.sh 120
+sleep 1
+timeout 30 "$DT_CLUSTER" run sbatch -p urgent -N2 --exclusive -w n1,n2 -o /dev/null --wrap true > /dev/null
+wait $runner
+check "preemption: srun says so, blames no task, records \"preempted\"" \
+	eval 'grep -q "dist-train: the step was stopped by preemption, not by a task" "$ERR" &&
+	      ! grep -q "failed first" "$ERR" &&
+	      grep -q "\"ended\": \"preempted\"" "$JOBS/dist-train-$step_now.json"' || show_output
 
 # A requeued job keeps its id: its steps get new ports (and, as every
 # srun, a new secret), and the same ranks for the same layout. Its first
