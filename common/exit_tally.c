@@ -92,6 +92,48 @@ void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
 	}
 }
 
+void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes)
+{
+	size_t n = strlen(nodes);
+
+	if (n < sizeof(t->lost_nodes))
+		memcpy(t->lost_nodes, nodes, n + 1);
+	else
+		snprintf(t->lost_nodes, sizeof(t->lost_nodes), "%.*s...",
+			 (int)sizeof(t->lost_nodes) - 4, nodes);
+}
+
+/* The tasks never heard of, as "6" or "4-5,9" into BUF; how many. */
+static uint32_t unheard(const struct dt_exit_tally *t, char *buf, size_t len)
+{
+	uint32_t count = 0;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < t->tasks; i++) {
+		uint32_t last = i;
+		int k;
+
+		if (t->exited[i])
+			continue;
+		while (last + 1 < t->tasks && !t->exited[last + 1])
+			last++;
+		count += last - i + 1;
+		if (used < len) {
+			k = last == i ?
+			    snprintf(buf + used, len - used, "%s%u",
+				     used ? "," : "", i) :
+			    snprintf(buf + used, len - used, "%s%u-%u",
+				     used ? "," : "", i, last);
+			used = k < 0 ? len : used + (size_t)k;
+		}
+		i = last;
+	}
+	if (used >= len && len > 4)
+		memcpy(buf + len - 4, "...", 4);
+	return count;
+}
+
 static const char *signal_name(int sig)
 {
 	static const struct {
@@ -148,6 +190,21 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 	if (!t->have_first)
 		return -1;
 	dt_exit_describe(f, how, sizeof(how));
+	if (t->stopped_by && t->lost_nodes[0]) {
+		char lost[128];
+		uint32_t n = unheard(t, lost, sizeof(lost));
+
+		return snprintf(buf, len, "the step was stopped by %s, not by "
+				"a task: %s stopped answering, and %s %s on "
+				"it never reported an end; %u other tasks "
+				"ended (the first, %s %u on %s, by %s)",
+				t->stopped_by, t->lost_nodes,
+				t->torchrun ? (n == 1 ? "the agent of node" :
+					       "the agents of nodes") :
+				(n == 1 ? "rank" : "ranks"),
+				n ? lost : "none", t->n_exited, what, id,
+				f->node, how);
+	}
 	if (t->stopped_by)
 		return snprintf(buf, len, "the step was stopped by %s, not by "
 				"a task: %u of its %u tasks ended (the first, "
@@ -250,6 +307,14 @@ char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id)
 		add(&b, ",\n");
 	} else {
 		add(&b, "  \"cause\": null,\n  \"first_failure\": null,\n");
+	}
+	if (t->lost_nodes[0]) {
+		char lost[DT_LOST_NODES_MAX];
+
+		add(&b, "  \"lost_nodes\": \"%s\",\n  \"never_heard\": \"",
+		    t->lost_nodes);
+		unheard(t, lost, sizeof(lost));
+		add(&b, "%s\",\n", lost);
 	}
 	add(&b, "  \"failed\": %u,\n  \"stopped\": %u,\n  \"exits_heard\": "
 	    "%u,\n  \"exits\": [", t->n_failed,

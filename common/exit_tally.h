@@ -18,6 +18,9 @@
 
 #include "exit_record.h"
 
+/* Longest list of lost nodes kept; longer ones end in "...". */
+#define DT_LOST_NODES_MAX 256
+
 struct dt_exit_tally {
 	uint32_t tasks;		/* the step's tasks */
 	uint32_t nodes;		/* its nodes */
@@ -39,6 +42,9 @@ struct dt_exit_tally {
 	/* Slurm stopped the step, not a task: "its time limit", ... */
 	const char *stopped_by;
 	const char *ended;	/* the record's word for how it ended */
+	/* After a node failure: the nodes Slurm marked down ("n3,n5"),
+	 * whose tasks never reported an end. */
+	char lost_nodes[DT_LOST_NODES_MAX];
 };
 
 /* 0, or -1 without memory. */
@@ -64,6 +70,13 @@ int dt_exit_tally_add(struct dt_exit_tally *t, const struct dt_task_exit *e);
  */
 void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
 			      const char *ended);
+
+/*
+ * After a node failure (dt_exit_tally_stopped_by), the nodes Slurm marked
+ * down, as "n3,n5": the cause names them, and the tasks that never
+ * reported an end as lost with them.
+ */
+void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes);
 
 /* How E ended, as words: "exit code 3", "signal 9 (SIGKILL)", "the
  * out-of-memory killer (signal 9, SIGKILL)". */

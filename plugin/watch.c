@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 
 #include "plugin.h"
 #include "../common/exit_tally.h"
+#include "../common/hostlist.h"
 #include "../common/net.h"
 
 /* How long one connection may take to send its record. */
@@ -152,6 +154,94 @@ static bool stopped_by_slurm(const char **by, const char **ended)
 		*by = "a requeue (preemption, or scontrol requeue)",
 		*ended = "requeued";
 	return *by != NULL;
+}
+
+/* The most nodes asked about after a node failure: one call each. */
+#define LOST_NODES_ASKED 64
+
+struct lost_search {
+	__typeof__(slurm_load_node_single) *load;
+	__typeof__(slurm_free_node_info_msg) *release;
+	char list[DT_LOST_NODES_MAX];
+	size_t used;
+	unsigned asked;
+};
+
+/* Whether some task of NAME reported its end: then it was not lost. */
+static bool heard_from(const char *name)
+{
+	for (uint32_t i = 0; i < watch.tally.n_exited; i++)
+		if (!strcmp(watch.tally.exits[i].node, name))
+			return true;
+	return false;
+}
+
+/* dt_hostlist_fn: NAME into the list if Slurm has it down or not
+ * responding. */
+static int ask_node(const char *name, size_t len, void *arg)
+{
+	struct lost_search *s = arg;
+	node_info_msg_t *msg = NULL;
+	char node[128];
+	bool lost = false;
+
+	if (s->asked >= LOST_NODES_ASKED)
+		return 1;
+	if (len >= sizeof(node))
+		return 0;
+	memcpy(node, name, len);
+	node[len] = '\0';
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)node[i]) && !strchr("._-", node[i]))
+			return 0;
+	if (heard_from(node))
+		return 0;
+	s->asked++;
+	if (s->load(&msg, node, SHOW_ALL) == 0 && msg &&
+	    msg->record_count > 0) {
+		uint32_t state = msg->node_array[0].node_state;
+
+		lost = (state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+		       (state & NODE_STATE_NO_RESPOND);
+	}
+	if (msg)
+		s->release(msg);
+	if (lost && s->used < sizeof(s->list)) {
+		int k = snprintf(s->list + s->used, sizeof(s->list) - s->used,
+				 "%s%s", s->used ? "," : "", node);
+
+		s->used = k < 0 ? sizeof(s->list) : s->used + (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * After a node failure: which of the allocation's nodes, none of whose
+ * tasks reported an end, Slurm now has down or not responding; their
+ * tasks' records never come, as slurmstepd went with the node. The
+ * allocation's list is srun's, as it was at the start: slurmctld takes
+ * a failed node out of the job's own.
+ */
+static void find_lost_nodes(void)
+{
+	const char *allocation = getenv("SLURM_JOB_NODELIST");
+	struct lost_search search = { .used = 0 };
+	struct dt_hostlist *nodes = NULL;
+	char err[128];
+
+	if (!allocation)
+		allocation = getenv("SLURM_NODELIST");
+	*(void **)&search.load = dlsym(RTLD_DEFAULT, "slurm_load_node_single");
+	*(void **)&search.release = dlsym(RTLD_DEFAULT,
+					  "slurm_free_node_info_msg");
+	if (!allocation || !search.load || !search.release ||
+	    dt_hostlist_parse_capped(allocation, 65536, &nodes, err,
+				     sizeof(err)) != 0)
+		return;
+	dt_hostlist_foreach(nodes, ask_node, &search);
+	dt_hostlist_free(nodes);
+	if (search.used)
+		dt_exit_tally_lost_nodes(&watch.tally, search.list);
 }
 
 static void say_cause(void)
@@ -380,6 +470,8 @@ void watch_finish(void)
 	close(watch.wake[1]);
 	watch.listen_fd = watch.wake[0] = watch.wake[1] = -1;
 	if (watch.tally.have_first) {
+		if (watch.tally.ended && !strcmp(watch.tally.ended, "node_fail"))
+			find_lost_nodes();
 		if (!watch.cause_said)
 			say_cause();
 		if (!watch.record_off) {

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 15
+plan 17
 
 make_show_script
 
@@ -31,6 +31,21 @@ pmix_check "... and one message names the node" \
 	test "$(grep -c '^dist-train: error: on n[0-9]*: 1 of 8 ranks did not arrive within 20 s (rank 6 (n3)): ' "$ERR")" = 1 || show_output
 "$DT_CLUSTER" start-node n3 >/dev/null 2>&1
 check "... the node comes back, and no node is drained" no_drained_node
+
+# A node is lost after the start (its slurmd, slurmstepd and tasks gone at
+# once, as when it loses power), while the others' tasks run on: Slurm
+# marks it down after SlurmdTimeout and ends the job. srun names the node,
+# and the ranks that were on it, which never report an end.
+make_hold_script
+BG_TIMEOUT=200 bg_step -N4 --ntasks-per-node=2 --dist-train ./hold.sh 150
+"$DT_CLUSTER" kill-node n3
+wait $runner
+"$DT_CLUSTER" start-node n3 >/dev/null 2>&1
+check "a node lost after the start: srun names it and its ranks 4-5, blames no task" \
+	grep -q "^srun: error: dist-train: the step was stopped by a node failure, not by a task: n3 stopped answering, and ranks 4-5 on it never reported an end; 6 other tasks ended" "$ERR" || show_output
+check "... and dist-train-$step_now.json records it" \
+	eval 'grep -q "\"lost_nodes\": \"n3\"" "$JOBS/dist-train-$step_now.json" &&
+	      grep -q "\"ended\": \"node_fail\"" "$JOBS/dist-train-$step_now.json"' || show_output
 
 # Garbage where the plugin reads the layout: srun replaces it.
 job env SLURM_STEP_NODELIST='n[1-' SLURM_STEP_TASKS_PER_NODE='4(x' \

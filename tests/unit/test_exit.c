@@ -191,6 +191,46 @@ static void test_stopped_by_slurm(void)
 	dt_exit_tally_free(&t);
 }
 
+/* Slurm's node failure: the node it marked down is named, and the tasks
+ * that never reported an end are the ones lost with it. */
+static void test_node_lost(void)
+{
+	struct dt_exit_tally t;
+	char line[512], *json, many[400];
+
+	CU_ASSERT_FATAL(dt_exit_tally_init(&t, 8, 4, 0, true, false) == 0);
+	for (uint32_t r = 0; r < 8; r++) {
+		struct dt_task_exit e = task(r, r / 2, SIGNALED(SIGTERM));
+
+		if (r == 6)
+			continue;
+		CU_ASSERT_EQUAL(dt_exit_tally_add(&t, &e), r ? 0 : 1);
+		if (!r)
+			dt_exit_tally_stopped_by(&t, "a node failure",
+						 "node_fail");
+	}
+	dt_exit_tally_lost_nodes(&t, "n4");
+	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
+	CU_ASSERT_STRING_EQUAL(line, "the step was stopped by a node "
+			       "failure, not by a task: n4 stopped "
+			       "answering, and rank 6 on it never reported "
+			       "an end; 7 other tasks ended (the first, rank "
+			       "0 on n1, by signal 15 (SIGTERM))");
+	json = dt_exit_tally_json(&t, "9.0");
+	CU_ASSERT_FATAL(json != NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"ended\": \"node_fail\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"lost_nodes\": \"n4\",\n  "
+				      "\"never_heard\": \"6\""));
+	free(json);
+	/* A long list is cut, never overrun. */
+	memset(many, 'n', sizeof(many) - 1);
+	many[sizeof(many) - 1] = '\0';
+	dt_exit_tally_lost_nodes(&t, many);
+	CU_ASSERT_EQUAL(strlen(t.lost_nodes), sizeof(t.lost_nodes) - 1);
+	CU_ASSERT_STRING_EQUAL(t.lost_nodes + sizeof(t.lost_nodes) - 4, "...");
+	dt_exit_tally_free(&t);
+}
+
 static void test_describe(void)
 {
 	struct dt_task_exit e = task(0, 0, SIGNALED(SIGKILL));
@@ -240,6 +280,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_fail_fast_off),
 	UNIT_TEST(test_elastic_minimum),
 	UNIT_TEST(test_stopped_by_slurm),
+	UNIT_TEST(test_node_lost),
 	UNIT_TEST(test_describe),
 	UNIT_TEST(test_record_json),
 };
