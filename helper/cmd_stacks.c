@@ -650,6 +650,24 @@ static void say_state(FILE *summary, const struct collection *col,
 		say(summary, "  %s: %s\n", ranks, label);
 }
 
+/* The WORLD ranks grouped by WHERE[rank] (NULL: left out), a line each,
+ * the smallest group first. ORDER, GROUPS: room for WORLD. */
+static void say_groups(FILE *summary, const struct collection *col,
+		       const long *pick, const char *const *where,
+		       size_t world, size_t *order,
+		       struct dt_stack_group *groups)
+{
+	size_t ngroups = dt_stack_group(where, world, order, groups);
+
+	for (size_t g = 0; g < ngroups; g++) {
+		char ranks[300];
+
+		describe_ranks(col, pick, order + groups[g].first,
+			       groups[g].count, ranks, sizeof(ranks));
+		say(summary, "  %s: %s\n", ranks, groups[g].where);
+	}
+}
+
 /* The ranks grouped by their newest NCCL collective, where the flight
  * recorder gave any: a rank that never entered the collective the others
  * wait in shows an older one. ORDER, SCRATCH, GROUPS: room for WORLD. */
@@ -658,7 +676,7 @@ static void say_collectives(FILE *summary, const struct collection *col,
 			    size_t *scratch, struct dt_stack_group *groups)
 {
 	const char **newest = calloc(world ? world : 1, sizeof(*newest));
-	size_t ngroups, without = 0, with = 0;
+	size_t without = 0, with = 0;
 
 	if (!newest)
 		return;
@@ -674,14 +692,7 @@ static void say_collectives(FILE *summary, const struct collection *col,
 		goto out;
 	say(summary, "NCCL flight recorder, each rank's newest collective "
 	    "(the odd ones out first):\n");
-	ngroups = dt_stack_group(newest, world, order, groups);
-	for (size_t g = 0; g < ngroups; g++) {
-		char ranks[300];
-
-		describe_ranks(col, pick, order + groups[g].first,
-			       groups[g].count, ranks, sizeof(ranks));
-		say(summary, "  %s: %s\n", ranks, groups[g].where);
-	}
+	say_groups(summary, col, pick, newest, world, order, groups);
 	if (without) {
 		char list[256];
 
@@ -697,7 +708,7 @@ out:
 static int summarize(const struct collection *col, const char *step,
 		     const char *dir, size_t copied)
 {
-	size_t world = 0, ngroups, *order = NULL, *scratch = NULL;
+	size_t world = 0, *order = NULL, *scratch = NULL;
 	const char **where = NULL;
 	char (*places)[DT_STACK_WHERE_MAX] = NULL;
 	struct dt_stack_group *groups = NULL;
@@ -744,14 +755,7 @@ static int summarize(const struct collection *col, const char *step,
 		summary = fopen(path, "w");
 	say(summary, DT_NAME ": step %s, %zu ranks, where each one's main "
 	    "thread is (the odd ones out first):\n", step, world);
-	ngroups = dt_stack_group(where, world, order, groups);
-	for (size_t g = 0; g < ngroups; g++) {
-		char ranks[300];
-
-		describe_ranks(col, pick, order + groups[g].first,
-			       groups[g].count, ranks, sizeof(ranks));
-		say(summary, "  %s: %s\n", ranks, groups[g].where);
-	}
+	say_groups(summary, col, pick, where, world, order, groups);
 	say_state(summary, col, pick, world, scratch, NO_ANSWER,
 		  "no answer within 5 s (stopped, or the program took "
 		  "SIGURG for itself)");

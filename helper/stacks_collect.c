@@ -58,12 +58,13 @@
 
 struct step_proc {
 	pid_t pid, ppid;
+	uid_t uid;		/* its owner */
 	long rank, world;	/* -1: none */
 	int memfd;		/* its descriptor number; -1: none */
 	int dump_pipe;		/* torch's dump pipe's; -1: none */
 	char *dump;		/* where torch writes its dump; NULL: none */
 	struct timespec dump_mtime;	/* the dump's, before it was asked */
-	off_t dump_size, dump_seen;
+	off_t dump_seen;
 	long long dump_changed_ms;	/* 0: not since it was asked */
 	ino_t ino;
 	char comm[32];
@@ -256,6 +257,7 @@ static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 	ours = true;
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
+	p->uid = st.st_uid;
 	p->memfd = p->fd = p->dump_pipe = -1;
 	v = env_value(env, len, "RANK");
 	p->rank = v && *v ? strtol(v, NULL, 10) : -1;
@@ -290,9 +292,9 @@ static int ask_dump(struct step_proc *p)
 		return -1;
 	if (stat(p->dump, &st) == 0) {
 		p->dump_mtime = st.st_mtim;
-		p->dump_size = p->dump_seen = st.st_size;
+		p->dump_seen = st.st_size;
 	} else {
-		p->dump_size = p->dump_seen = -1;
+		p->dump_seen = -1;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->pid,
 		 p->dump_pipe);
@@ -324,6 +326,43 @@ static bool dump_ready(struct step_proc *p, long long now)
 	return p->dump_changed_ms && now - p->dump_changed_ms >= SETTLE_MS;
 }
 
+/* P's dump (malloc'd, LEN bytes), where it is a regular file of P's
+ * owner (this command may run as root) of at most FR_DUMP_MAX bytes; NULL
+ * with errno otherwise. */
+static unsigned char *read_dump(const struct step_proc *p, size_t *len)
+{
+	int fd = open(p->dump, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	unsigned char *buf = NULL;
+	size_t size, used = 0;
+	struct stat st;
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0)
+		goto out;
+	errno = EPERM;
+	if (!S_ISREG(st.st_mode) || st.st_uid != p->uid ||
+	    st.st_size > (off_t)FR_DUMP_MAX)
+		goto out;
+	size = (size_t)st.st_size;
+	buf = malloc(size + 1);
+	while (buf && used < size && (n = read(fd, buf + used, size - used))) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		used += (size_t)n;
+	}
+	*len = used;
+out:
+	close(fd);
+	return buf;
+}
+
 /* "C PID TEXT": what P's dump says of its newest collective. */
 static void print_collective(const struct step_proc *p, bool ready)
 {
@@ -336,10 +375,11 @@ static void print_collective(const struct step_proc *p, bool ready)
 		       "torch for one>\n", (int)p->pid, FR_WAIT_MS / 1000);
 		return;
 	}
-	dump = (unsigned char *)read_bounded(p->dump, FR_DUMP_MAX, &len);
+	dump = read_dump(p, &len);
 	if (!dump)
 		snprintf(newest, sizeof(newest), "cannot read its dump: %s",
-			 strerror(errno));
+			 errno == EPERM ? "not a file of the rank's user, "
+			 "or over 64 MiB" : strerror(errno));
 	else
 		dt_fr_newest(dump, len, newest, sizeof(newest));
 	printf("C %d %s%s%s\n", (int)p->pid, dump ? "" : "<", newest,
