@@ -29,6 +29,7 @@
 #include "../common/exit_tally.h"
 #include "../common/hostlist.h"
 #include "../common/net.h"
+#include "../common/store_guard.h"
 
 /* How long one connection may take to send its record. */
 #define RECORD_WAIT_MS 500
@@ -156,8 +157,10 @@ static bool stopped_by_slurm(const char **by, const char **ended)
 	return *by != NULL;
 }
 
-/* The most nodes asked about after a node failure: one call each. */
+/* The most nodes asked about after a node failure, one call each, and
+ * how long srun may spend asking: slurmctld may be slow to answer. */
 #define LOST_NODES_ASKED 64
+#define LOST_NODES_MS 5000
 
 struct lost_search {
 	__typeof__(slurm_load_node_single) *load;
@@ -165,6 +168,7 @@ struct lost_search {
 	char list[DT_LOST_NODES_MAX];
 	size_t used;
 	unsigned asked;
+	unsigned long long deadline;	/* now_ms() */
 };
 
 /* Whether some task of NAME reported its end: then it was not lost. */
@@ -185,7 +189,7 @@ static int ask_node(const char *name, size_t len, void *arg)
 	char node[128];
 	bool lost = false;
 
-	if (s->asked >= LOST_NODES_ASKED)
+	if (s->asked >= LOST_NODES_ASKED || now_ms() >= s->deadline)
 		return 1;
 	if (len >= sizeof(node))
 		return 0;
@@ -225,7 +229,7 @@ static int ask_node(const char *name, size_t len, void *arg)
 static void find_lost_nodes(void)
 {
 	const char *allocation = getenv("SLURM_JOB_NODELIST");
-	struct lost_search search = { .used = 0 };
+	struct lost_search search = { .deadline = now_ms() + LOST_NODES_MS };
 	struct dt_hostlist *nodes = NULL;
 	char err[128];
 
@@ -383,9 +387,7 @@ int watch_start(spank_t sp, const struct dt_config *cfg)
 	if (watch.listen_fd < 0 ||
 	    getsockname(watch.listen_fd, (struct sockaddr *)&addr, &len) < 0)
 		goto off;
-	p = addr.ss_family == AF_INET6 ?
-	    ntohs(((struct sockaddr_in6 *)&addr)->sin6_port) :
-	    ntohs(((struct sockaddr_in *)&addr)->sin_port);
+	p = (uint16_t)dt_sockaddr_port((struct sockaddr *)&addr);
 	if (pipe2(watch.wake, O_CLOEXEC) < 0)
 		goto off;
 	if (pthread_create(&watch.thread, NULL, watch_loop, NULL) != 0)

@@ -468,7 +468,8 @@ def _older_names_go():
     if not _recording or _torch_version() < _FR_NAMES_SINCE:
         return
     for names, _ in _FLIGHT_RECORDER:
-        if len(names) == 2 and os.environ.get(names[0]) == os.environ.get(names[1]):
+        if (len(names) == 2 and names[0] in os.environ and
+                os.environ[names[0]] == os.environ.get(names[1])):
             del os.environ[names[0]]
 
 
