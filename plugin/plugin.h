@@ -91,6 +91,11 @@ struct plugin_state {
 	 * NCCL check, which prefers the NCCL of a Python program's own
 	 * environment (helper/nccl_check.h); NULL when unknown. */
 	const char *program;
+	/* The root slurmstepd sees: a task whose root differs was moved
+	 * into a container by a plugin listed before this one (pyxis). */
+	bool have_node_root;
+	dev_t node_root_dev;
+	ino_t node_root_ino;
 	/* The node's whole machine from its cache, read in post_opt. */
 	bool have_whole;
 	struct dt_machine whole;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <slurm/slurm.h>
@@ -205,6 +206,7 @@ int slurmstepd_user_init(spank_t sp)
 	char **env = NULL;
 	char err[sizeof(st->node_error)], why[400];
 	double start = plugin_clock_ms();
+	struct stat root;
 	uint32_t local_id;
 
 	st->node_active = false;
@@ -289,6 +291,11 @@ int slurmstepd_user_init(spank_t sp)
 			  st->step.port_lo,
 			  st->step.port_hi, &st->ports, err, sizeof(err)) < 0)
 		goto fail;
+	st->have_node_root = stat("/", &root) == 0;
+	if (st->have_node_root) {
+		st->node_root_dev = root.st_dev;
+		st->node_root_ino = root.st_ino;
+	}
 	find_socket_ifname(st);
 	load_machine(sp, st);
 	report_setup(sp, st, env);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plugin.h"
@@ -112,6 +113,22 @@ static int rebind_in_container(const struct plugin_state *st, char **envp,
 			   dt_envp_get(envp, "LD_PRELOAD")) < 0)
 		return -1;
 	return 0;
+}
+
+/*
+ * Whether a plugin that runs its task setup before this one (listed
+ * before it in plugstack.conf) moved the task into a container's root, as
+ * pyxis does: the helper, the Python hook and the worker library are then
+ * out of reach at the node's paths. Slurm's own job_container/tmpfs keeps
+ * the root; pyxis (enroot's pivot_root) changes it.
+ */
+static bool in_foreign_root(const struct plugin_state *st)
+{
+	struct stat root;
+
+	return st->have_node_root && stat("/", &root) == 0 &&
+	       (root.st_dev != st->node_root_dev ||
+		root.st_ino != st->node_root_ino);
 }
 
 /*
@@ -301,6 +318,19 @@ int task_init(spank_t sp)
 		goto fail;
 	}
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
+	if (in_foreign_root(st)) {
+		/* Every task of the node would say the same: one does. */
+		if (local_rank == 0)
+			task_error("the task is already in a container: a "
+				   "plugin listed before dist_train in "
+				   "plugstack.conf (pyxis, for "
+				   "--container-image) entered it, where the "
+				   "helper and the node's paths are out of "
+				   "reach. Ask your administrator to list "
+				   "dist_train before pyxis in plugstack.conf "
+				   "(see dist_train(8), CONTAINERS)");
+		goto out;
+	}
 
 	if (st->step.torchrun) {
 		/* The agents meet before any of them reads the store that
