@@ -8,6 +8,9 @@
 #   tests/stack-root.sh enter SUITE CMD run CMD in the root, in its own
 #                                       mount, UTS and PID namespaces
 #   tests/stack-root.sh path SUITE      print where the root is
+#   tests/stack-root.sh install SUITE PKG...  install Debian packages
+#                                       in a prepared root (tests/pyxis.sh)
+#   tests/stack-root.sh mirror          print the Debian archive it uses
 #
 # SUITE is a Debian suite (bookworm, trixie, sid), whose own Slurm is
 # tested, or slurm-MAJOR.MINOR (slurm-24.05, slurm-25.05, slurm-25.11,
@@ -264,5 +267,12 @@ case ${1:-} in
 prepare) [ $# = 2 ] || die "usage: $0 prepare SUITE"; cmd_prepare "$2" ;;
 enter) [ $# -ge 2 ] || die "usage: $0 enter SUITE [CMD...]"; shift; cmd_enter "$@" ;;
 path) [ $# = 2 ] || die "usage: $0 path SUITE"; suite_ok "$2"; echo "$CACHE/$2" ;;
-*) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+install) [ $# -ge 3 ] || die "usage: $0 install SUITE PKG..."
+	suite_ok "$2"
+	[ -e "$CACHE/$2/.dt-root-complete" ] || die "no $2 root: run $0 prepare $2"
+	in_root "$CACHE/$2" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q "${@:3}" > "$CACHE/$2.install.log" 2>&1 ||
+		die "$2: installing ${*:3} failed: see $CACHE/$2.install.log" ;;
+mirror) echo "$MIRROR" ;;
+*) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
