@@ -177,10 +177,15 @@ static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 		   NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
 		const struct inet_diag_msg *m = NLMSG_DATA(&answer.head);
 
-		/* Closed, the socket is the kernel's (uid 0 in TIME_WAIT). */
+		/* Closed, the socket is the kernel's (uid 0 in TIME_WAIT, and
+		 * in FIN_WAIT2 once its owner closed it); a client that only
+		 * shut down its sending side still waits for the answer. */
 		*uid = m->idiag_uid;
-		rc = m->idiag_state == TCP_ESTABLISHED ? DT_OWNER_FOUND :
-		     DT_OWNER_CLOSED;
+		rc = m->idiag_state == TCP_ESTABLISHED ||
+		     ((m->idiag_state == TCP_FIN_WAIT1 ||
+		       m->idiag_state == TCP_FIN_WAIT2 ||
+		       m->idiag_state == TCP_CLOSING) && m->idiag_uid != 0) ?
+		     DT_OWNER_FOUND : DT_OWNER_CLOSED;
 	}
 out:
 	close(fd);

@@ -4,7 +4,11 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 19
+# As installed (tests/run.sh's package test), the first two steps: the
+# package's worker library and Python hook in torchrun mode. The rest
+# tests the plugin's logic, which the build tree's run already covers.
+installed=${DT_TEST_INSTALLED:-0}
+if [ "$installed" = 1 ]; then plan 5; else plan 19; fi
 
 job_file tr.py <<'EOF'
 import os
@@ -42,6 +46,10 @@ check "... the agents were configured through PET_* alone" \
 job srun -N2 --ntasks-per-node=1 --dist-train=torchrun,nproc=3 torchrun tr.py
 check "nproc=3: three workers per node" \
 	test "$(grep -c 'TR rank=[0-5] world=6 ' "$OUT")" = 6 || show_output
+if [ "$installed" = 1 ]; then
+	finish
+	exit
+fi
 
 # Elastic 2:4: lose a node mid-training, finish with the others.
 lose_node() { # NODE...: kill its agent and workers, as a node crash would
@@ -159,6 +167,9 @@ check "contrib/sbatch/elastic.sbatch trains 10 epochs on 4 nodes" \
 job_file tr_hello.py <<'EOF2'
 import torch.distributed as dist
 dist.init_process_group("gloo")
+# torch 1.13's rank 0 may return from init_process_group, and end its
+# store, before another rank has read the last key (Broken pipe there).
+dist.barrier()
 print(f"TR rank={dist.get_rank()} world={dist.get_world_size()}", flush=True)
 dist.destroy_process_group()
 EOF2
