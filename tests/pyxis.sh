@@ -9,7 +9,8 @@
 # It builds enroot (its static tools with Debian's musl-tools) and pyxis
 # (against the Slurm it is tested on) from their release sources, makes
 # an image (a Debian root with python3 and torch, made with debootstrap,
-# as a squashfs file: enroot import would need a registry), builds the
+# as a squashfs file: enroot import would need a registry; it sets
+# OMP_NUM_THREADS=7 in its /etc/environment), builds the
 # tree, and runs the test. What it builds is kept in
 # /var/cache/dist-train/pyxis for the next run.
 #
@@ -27,17 +28,6 @@ die() { echo "tests/pyxis.sh: $*" >&2; exit 1; }
 say() { echo "tests/pyxis.sh: $*" >&2; }
 
 [ "$(id -u)" = 0 ] || die "run it as root: it installs packages and starts Slurm's daemons"
-
-# This machine's suite, as tests/run.sh names it.
-host_suite() {
-	. /etc/os-release
-	case ${VERSION_ID:-} in
-	12) echo bookworm ;;
-	13) echo trixie ;;
-	"") echo sid ;;
-	*) echo "${VERSION_CODENAME:-unknown}" ;;
-	esac
-}
 
 # What is built, as the names of its source tarballs begin.
 SOURCES="pyxis-[0-9] enroot-[0-9] enroot-dep-makeself enroot-dep-linux-headers"
@@ -67,6 +57,9 @@ make_image() {
 		"$(tests/stack-root.sh mirror)" > "$CACHE/image-$suite.log" 2>&1 ||
 		die "debootstrap failed: see $CACHE/image-$suite.log"
 	echo "dist-train test image" > "$root/etc/dist-train-test-image"
+	# A variable the plugin also sets, as an image's ENV would: enroot
+	# gives the container the image's /etc/environment.
+	echo "OMP_NUM_THREADS=7" >> "$root/etc/environment"
 	mksquashfs "$root" "$img.new" -comp lz4 -noappend -no-progress -wildcards \
 		-e 'proc/*' 'sys/*' 'dev/*' 'run/*' 'tmp/*' 'var/cache/apt/*' \
 		'var/lib/apt/lists/*' >> "$CACHE/image-$suite.log" 2>&1 ||
@@ -150,13 +143,16 @@ for name in $SOURCES; do
 	[ -n "$(source_tarball "$name")" ] ||
 		die "no ${name%-\[0-9\]} source tarball in ${DT_PYXIS_SOURCES:-$top/../shared/src}: give the folder that has pyxis, enroot and enroot's submodules makeself and linux-headers with DT_PYXIS_SOURCES"
 done
-suite=${stack:-$(host_suite)}
-case $suite in
+# The image's suite: the stack's, SchedMD's releases' root (Debian 13),
+# or this machine's.
+case $stack in
 slurm-*) suite=trixie ;;
+"") suite=$(. /etc/os-release && echo "$VERSION_CODENAME") ;;
+*) suite=$stack ;;
 esac
 image=$(make_image "$suite")
 
-if [ -z "$stack" ] || [ "$stack" = "$(host_suite)" ]; then
+if [ -z "$stack" ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q musl-tools squashfs-tools make gcc >/dev/null ||
 		die "cannot install musl-tools and squashfs-tools"
 	src=$(mktemp -d)

@@ -274,5 +274,5 @@ install) [ $# -ge 3 ] || die "usage: $0 install SUITE PKG..."
 		apt-get install -y -q "${@:3}" > "$CACHE/$2.install.log" 2>&1 ||
 		die "$2: installing ${*:3} failed: see $CACHE/$2.install.log" ;;
 mirror) echo "$MIRROR" ;;
-*) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+*) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -9,8 +9,9 @@
 # With dist_train listed before pyxis in plugstack.conf, as documented,
 # each task gets the same variables and binding in the container as
 # outside, a gloo job runs in containers across nodes, and the helper
-# (--dist-train=check) runs; with pyxis first, the step ends before the
-# program with one message per node naming the order and the fix.
+# (--dist-train=check) runs; what the image sets wins unless named in
+# --container-env; with pyxis first, the step ends before the program
+# with one message per node naming the order and the fix.
 . "$(dirname "$0")/lib.sh"
 
 kit=${DT_PYXIS_KIT:-}
@@ -33,7 +34,7 @@ export DT_CLUSTER_PYXIS=$kit
 unset DT_CLUSTER_PYXIS_FIRST
 cluster_start
 
-plan 12
+plan 14
 version=$("$DT_CLUSTER" run srun --version | awk '{ print $2 }')
 
 # What a task knows of itself; image=yes only in the test image.
@@ -84,6 +85,25 @@ job srun -N2 -n4 "${in_image[@]}" --dist-train=check "$JOBS/identity.sh"
 check "... --dist-train=check: every rank reached rank 0 and the program ran in the image" \
 	eval 'grep -q "check: all 4 ranks reached rank 0" "$ERR" &&
 	      [ "$(count_lines "^ID image=yes RANK=[0-3] ")" = 4 ]' || show_output
+
+# What the image sets (OMP_NUM_THREADS=7 in its /etc/environment) wins
+# over the task's (the plugin's 1): pyxis copies the container's
+# environment over it, unless the user names it in --container-env.
+job_file omp.sh <<'EOF2'
+#!/bin/sh
+echo "OMP rank=$RANK threads=$OMP_NUM_THREADS"
+EOF2
+job srun -N1 -n2 --dist-train "$JOBS/omp.sh"
+omp_outside=$(grep '^OMP ' "$OUT" | sort)
+job srun -N1 -n2 "${in_image[@]}" --dist-train "$JOBS/omp.sh"
+check "what the image sets wins: OMP_NUM_THREADS is the image's 7 in the container, not the plugin's" \
+	eval '[ "$(count_lines "^OMP rank=[01] threads=7$")" = 2 ] &&
+	      ! grep -q "threads=7" <<<"$omp_outside"' ||
+	diag "outside: $omp_outside; inside: $(cat "$OUT")"
+job srun -N1 -n2 "${in_image[@]}" --container-env=OMP_NUM_THREADS --dist-train "$JOBS/omp.sh"
+check "... and --container-env=OMP_NUM_THREADS keeps the plugin's" \
+	test -n "$omp_outside" -a "$(grep '^OMP ' "$OUT" | sort)" = "$omp_outside" ||
+	diag "outside: $omp_outside; inside: $(cat "$OUT")"
 
 # Without --dist-train the plugin stays out of the container's way.
 job srun -N1 -n1 "${in_image[@]}" "$JOBS/identity.sh"
