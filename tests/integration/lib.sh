@@ -196,11 +196,26 @@ no_drained_node() {
 		grep -i -E 'drain|fail'
 }
 
+# sbatch --wait and srun return once their job has ended, while Slurm may
+# still be completing it on its nodes (IS_JOB_FINISHED holds for a
+# COMPLETING job): a job started then gets other nodes than the first
+# ones, and a check that expects rank 0 on n1 sees n2. Each job of a test
+# starts once none is completing (at most 60 s, then it starts anyway).
+wait_jobs_completed() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		[ -z "$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf \
+			squeue -h -t COMPLETING -o %i 2>/dev/null)" ] && return 0
+		sleep 0.2
+	done
+}
+
 # job CMD...: run CMD as the cluster's unprivileged user in $JOBS, with a
 # time limit; stdout and stderr go to $OUT and $ERR.
 OUT=$JOBS/.out
 ERR=$JOBS/.err
 job() {
+	wait_jobs_completed
 	timeout -k 10 "$JOB_TIMEOUT" "$DT_CLUSTER" run "$@" >"$OUT" 2>"$ERR"
 }
 
@@ -236,6 +251,7 @@ EOF
 # list an earlier step). BG_TIMEOUT: srun's time limit [120 s].
 bg_step() {
 	rm -f "$JOBS/.bg_step"
+	wait_jobs_completed
 	timeout -k 10 "${BG_TIMEOUT:-120}" "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
 	runner=$!
 	step_now=
@@ -259,6 +275,7 @@ guarded_step() {
 	rm -rf "$GUARD"
 	install -d -o "${DT_CLUSTER_USER:-dttest}" -m 0755 "$GUARD"
 	job_file store_guard.py < "$TOP_SRCDIR/tests/integration/store_guard.py"
+	wait_jobs_completed
 	timeout -k 10 240 "$DT_CLUSTER" run srun "$@" store_guard.py job \
 		"$GUARD" > "$OUT" 2> "$ERR" &
 	runner=$!
