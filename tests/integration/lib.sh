@@ -202,9 +202,9 @@ no_drained_node() {
 # ones, and a check that expects rank 0 on n1 sees n2. Each job of a test
 # starts once none is completing (at most 60 s, then it starts anyway).
 wait_jobs_completed() {
-	local i
-	for ((i = 0; i < 300; i++)); do
-		[ -z "$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf \
+	local until=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$until" ]; do
+		[ -z "$(SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf timeout 10 \
 			squeue -h -t COMPLETING -o %i 2>/dev/null)" ] && return 0
 		sleep 0.2
 	done
