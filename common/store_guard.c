@@ -150,8 +150,10 @@ enum dt_store_verdict dt_store_admit(enum dt_peer_owner owner_state,
 		return owner == self ? DT_STORE_ADMIT : DT_STORE_OTHER_USER;
 	if (owner_state == DT_OWNER_CLOSED)
 		return DT_STORE_CLOSED;
-	if (owner_state == DT_OWNER_UNKNOWN && from_this_host)
-		return DT_STORE_ADMIT;
+	/* This node's socket, not found or not asked: bound to an
+	 * interface, gone, or a kernel without tcp_diag. Never guessed. */
+	if (from_this_host)
+		return DT_STORE_UNNAMED;
 	if (!proven || dt_peer_set_has(proven, peer))
 		return DT_STORE_ADMIT;
 	return DT_STORE_NOT_PROVEN;

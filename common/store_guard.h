@@ -50,11 +50,11 @@ int dt_peer_key(const struct sockaddr *sa, struct in6_addr *key);
 /* What the kernel said of the connecting socket. */
 enum dt_peer_owner {
 	DT_OWNER_FOUND,		/* a socket of this node's network: OWNER */
-	DT_OWNER_CLOSED,	/* one of this node's, closed already: its
-				 * owner is no longer known (a probe that
-				 * connected and left, or one that sent a
-				 * request and left) */
-	DT_OWNER_ELSEWHERE,	/* no such socket here: another host */
+	DT_OWNER_CLOSED,	/* one of this node's, closed already (or the
+				 * connection was reset): its owner is no
+				 * longer known (a probe that connected and
+				 * left, or one that sent a request and left) */
+	DT_OWNER_NOT_FOUND,	/* no such socket in this node's network */
 	DT_OWNER_UNKNOWN	/* the kernel could not be asked */
 };
 
@@ -63,16 +63,19 @@ enum dt_store_verdict {
 	DT_STORE_OTHER_USER,	/* from this node, another user's socket */
 	DT_STORE_CLOSED,	/* from this node, closed: turned away
 				 * unread, and unreported */
+	DT_STORE_UNNAMED,	/* from an address of this node, a socket
+				 * whose owner the kernel did not name */
 	DT_STORE_NOT_PROVEN	/* from an address no node proved */
 };
 
 /*
  * Whether a connection to the store from PEER is admitted. OWNER_STATE
  * and OWNER: what the kernel said; SELF: the job's user. FROM_THIS_HOST:
- * PEER is loopback or the address the connection reached (when the
- * kernel cannot say, a socket of this node is admitted, as before).
- * PROVEN: the addresses proven at the barrier, or NULL when there was
- * none: then connections from other hosts are not checked.
+ * PEER is one of this node's addresses (loopback, or an interface's):
+ * such a connection is admitted only when the kernel names its owner,
+ * whatever address or interface it came through. PROVEN: the addresses
+ * proven at the barrier, or NULL when there was none: then connections
+ * from other hosts are not checked.
  */
 enum dt_store_verdict dt_store_admit(enum dt_peer_owner owner_state,
 				     uid_t owner, uid_t self,

@@ -13,6 +13,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -41,7 +43,7 @@ static struct {
 	bool checked;			/* PROVEN holds the barrier's */
 	struct dt_peer_set proven;
 	accept4_fn accept4;
-	atomic_bool told;
+	atomic_uint told;	/* the kinds of refusal reported */
 } guard;
 
 __attribute__((constructor)) static void arm_store_guard(void)
@@ -114,14 +116,31 @@ static int diag_address(const struct sockaddr_storage *a, __be32 out[4],
 	return AF_INET6;
 }
 
+/* Whether the kernel's answer M is the socket asked for in ASK: the exact
+ * lookup falls back to a listening socket on the asked source port (a
+ * remote client's port that a local server listens on). */
+static bool is_asked(const struct inet_diag_msg *m,
+		     const struct inet_diag_req_v2 *ask)
+{
+	return m->idiag_state != TCP_LISTEN &&
+	       m->id.idiag_sport == ask->id.idiag_sport &&
+	       m->id.idiag_dport == ask->id.idiag_dport &&
+	       !memcmp(m->id.idiag_src, ask->id.idiag_src,
+		       sizeof(m->id.idiag_src)) &&
+	       !memcmp(m->id.idiag_dst, ask->id.idiag_dst,
+		       sizeof(m->id.idiag_dst));
+}
+
 /*
  * Whose is the socket that connected from PEER to SELF, asked of the
  * kernel (sock_diag, as ss does; any user may): it names the socket's
- * owner when the socket is in this node's network, and none otherwise.
+ * owner when the socket is in this node's network. IFINDEX: the
+ * interface the socket may be bound to (0: none), which an exact lookup
+ * must name.
  */
 static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 				     const struct sockaddr_storage *self,
-				     uid_t *uid)
+				     unsigned ifindex, uid_t *uid)
 {
 	struct {
 		struct nlmsghdr head;
@@ -150,6 +169,7 @@ static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 	ask.req.sdiag_family = (__u8)family;
 	ask.req.sdiag_protocol = IPPROTO_TCP;
 	ask.req.idiag_states = ~0U;
+	ask.req.id.idiag_if = ifindex;
 	ask.req.id.idiag_cookie[0] = ask.req.id.idiag_cookie[1] =
 		INET_DIAG_NOCOOKIE;
 
@@ -171,7 +191,7 @@ static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 		const struct nlmsgerr *e = NLMSG_DATA(&answer.head);
 
 		if (e->error == -ENOENT)
-			rc = DT_OWNER_ELSEWHERE;
+			rc = DT_OWNER_NOT_FOUND;
 	} else if (answer.head.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
 		   answer.head.nlmsg_len >=
 		   NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
@@ -181,15 +201,79 @@ static enum dt_peer_owner peer_owner(const struct sockaddr_storage *peer,
 		 * in FIN_WAIT2 once its owner closed it); a client that only
 		 * shut down its sending side still waits for the answer. */
 		*uid = m->idiag_uid;
-		rc = m->idiag_state == TCP_ESTABLISHED ||
-		     ((m->idiag_state == TCP_FIN_WAIT1 ||
-		       m->idiag_state == TCP_FIN_WAIT2 ||
-		       m->idiag_state == TCP_CLOSING) && m->idiag_uid != 0) ?
-		     DT_OWNER_FOUND : DT_OWNER_CLOSED;
+		if (!is_asked(m, &ask.req))
+			rc = DT_OWNER_NOT_FOUND;
+		else if (m->idiag_state == TCP_ESTABLISHED ||
+			 ((m->idiag_state == TCP_FIN_WAIT1 ||
+			   m->idiag_state == TCP_FIN_WAIT2 ||
+			   m->idiag_state == TCP_CLOSING) &&
+			  m->idiag_uid != 0))
+			rc = DT_OWNER_FOUND;
+		else
+			rc = DT_OWNER_CLOSED;
 	}
 out:
 	close(fd);
 	return rc;
+}
+
+/* The interface a link-local peer's address is scoped to; 0: none. */
+static unsigned scope_of(const struct sockaddr_storage *a)
+{
+	const struct sockaddr_in6 *a6 = (const void *)a;
+
+	return a->ss_family == AF_INET6 ? a6->sin6_scope_id : 0;
+}
+
+/*
+ * The owner of a socket of this node that the plain lookup did not find:
+ * one bound to an interface is found only by a lookup that names it.
+ */
+static enum dt_peer_owner bound_peer_owner(const struct sockaddr_storage *peer,
+					   const struct sockaddr_storage *self,
+					   uid_t *uid)
+{
+	struct if_nameindex *ifs = if_nameindex();
+	enum dt_peer_owner rc = DT_OWNER_NOT_FOUND;
+
+	if (!ifs)
+		return DT_OWNER_UNKNOWN;
+	for (struct if_nameindex *i = ifs; i->if_index; i++) {
+		rc = peer_owner(peer, self, i->if_index, uid);
+		if (rc != DT_OWNER_NOT_FOUND)
+			break;
+	}
+	if_freenameindex(ifs);
+	return rc;
+}
+
+/* Whether ADDR is one of this node's interfaces' addresses. */
+static bool is_own_address(const struct in6_addr *addr)
+{
+	struct ifaddrs *all, *i;
+	bool own = false;
+
+	if (getifaddrs(&all) < 0)
+		return true;	/* unknown: asked of the kernel as local */
+	for (i = all; i && !own; i = i->ifa_next) {
+		struct in6_addr key;
+
+		own = i->ifa_addr &&
+		      dt_peer_key(i->ifa_addr, &key) == 0 &&
+		      !memcmp(&key, addr, sizeof(key));
+	}
+	freeifaddrs(all);
+	return own;
+}
+
+/* Whether the accepted connection FD was reset or closed already. */
+static bool was_reset(int fd)
+{
+	struct tcp_info info;
+	socklen_t len = sizeof(info);
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+	       info.tcpi_state == TCP_CLOSE;
 }
 
 static bool same_address(const struct in6_addr *a, const struct in6_addr *b)
@@ -203,13 +287,15 @@ static bool is_loopback(const struct in6_addr *a)
 	       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
-/* Tell the program's user once: the store is left running. */
+/* Tell the program's user, once for each kind of refusal: the store is
+ * left running. */
 static void tell(const struct in6_addr *from, enum dt_store_verdict verdict,
-		 uid_t owner)
+		 uid_t owner, bool kernel_answers)
 {
 	char address[INET6_ADDRSTRLEN] = "?";
+	unsigned kind = 1u << (verdict * 2 + !kernel_answers);
 
-	if (atomic_exchange(&guard.told, true))
+	if (atomic_fetch_or(&guard.told, kind) & kind)
 		return;
 	if (IN6_IS_ADDR_V4MAPPED(from))
 		inet_ntop(AF_INET, &from->s6_addr[12], address,
@@ -222,6 +308,20 @@ static void tell(const struct in6_addr *from, enum dt_store_verdict verdict,
 			"user %u on this node): only the step's ranks may use "
 			"it, and the step goes on\n", guard.port, address,
 			(unsigned)owner);
+	else if (verdict == DT_STORE_UNNAMED && kernel_answers)
+		dprintf(STDERR_FILENO, "dist-train: warning: rank 0's store "
+			"(port %u) refused a connection from %s, an address "
+			"of this node, whose socket the kernel did not name "
+			"(gone, or hidden): only the step's ranks may use it, "
+			"and the step goes on\n", guard.port, address);
+	else if (verdict == DT_STORE_UNNAMED)
+		dprintf(STDERR_FILENO, "dist-train: error: rank 0's store "
+			"(port %u) refused a connection from %s, an address "
+			"of this node, because the kernel cannot say whose "
+			"socket it is (no tcp_diag, or sock_diag failed): "
+			"ranks on rank 0's node cannot reach the store; ask "
+			"your administrator to load the kernel's tcp_diag "
+			"module (modprobe tcp_diag)\n", guard.port, address);
 	else
 		dprintf(STDERR_FILENO, "dist-train: warning: rank 0's store "
 			"(port %u) refused a connection from %s (no node of "
@@ -239,22 +339,39 @@ static bool admitted(int fd, const struct sockaddr_storage *peer)
 	struct in6_addr from, to;
 	enum dt_peer_owner state = DT_OWNER_UNKNOWN;
 	enum dt_store_verdict verdict;
-	uid_t owner = 0;
+	bool local, kernel_answers = true;
+	uid_t owner = 0, own = 0;
 
 	if (dt_peer_key((const struct sockaddr *)peer, &from) < 0)
 		return true;	/* not IP: not the store's kind */
 	if (getsockname(fd, (struct sockaddr *)&self, &len) == 0 &&
 	    dt_peer_key((const struct sockaddr *)&self, &to) == 0)
-		state = peer_owner(peer, &self, &owner);
+		state = peer_owner(peer, &self, scope_of(peer), &owner);
 	else
 		memset(&to, 0, sizeof(to));
-	verdict = dt_store_admit(state, owner, getuid(),
-				 is_loopback(&from) || same_address(&from, &to),
+	local = is_loopback(&from) || same_address(&from, &to) ||
+		((state == DT_OWNER_NOT_FOUND || state == DT_OWNER_UNKNOWN) &&
+		 is_own_address(&from));
+	if (local && state == DT_OWNER_NOT_FOUND)
+		state = bound_peer_owner(peer, &self, &owner);
+	if (local && state == DT_OWNER_NOT_FOUND) {
+		/* Reset before it was accepted: what it sent is not read.
+		 * Else, whether the kernel finds this side of it at all. */
+		if (was_reset(fd))
+			state = DT_OWNER_CLOSED;
+		else
+			kernel_answers = peer_owner(&self, peer,
+						    scope_of(&self), &own) !=
+					 DT_OWNER_NOT_FOUND;
+	}
+	if (state == DT_OWNER_UNKNOWN)
+		kernel_answers = false;
+	verdict = dt_store_admit(state, owner, getuid(), local,
 				 guard.checked ? &guard.proven : NULL, &from);
 	if (verdict == DT_STORE_ADMIT)
 		return true;
 	if (verdict != DT_STORE_CLOSED)
-		tell(&from, verdict, owner);
+		tell(&from, verdict, owner, kernel_answers);
 	return false;
 }
 

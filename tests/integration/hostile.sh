@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 22
+plan 24
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -327,5 +327,40 @@ check "another user on rank 0's node cannot use its store, the job's user can, a
 check "... and rank 0's program says once whom its store refused" \
 	test "$(grep -c "rank 0's store (port [0-9]*) refused a connection from [0-9a-f.:]* (a socket of user $(id -u "$OTHER") on this node)" "$ERR")" = 1 ||
 	show_output
+
+# The ways around the kernel's plain lookup (sock_diag), each by another
+# user on rank 0's node, against a store that is slow to accept: a socket
+# bound to an interface (SO_BINDTODEVICE, any user since Linux 5.7), a
+# connection to this node's own IPv6 link-local address, and one that
+# sends and then resets before it is accepted. None of what they sent may
+# be read; the job's user's own connection is. With a start barrier
+# (check) and without (the default here: no PMIx).
+linklocal=
+if [ "$(cat /proc/sys/net/ipv6/conf/all/disable_ipv6 2>/dev/null)" = 0 ]; then
+	ip link add dtll0 type veth peer name dtll1 2>/dev/null
+	ip link set dtll0 up && ip link set dtll1 up
+	for _ in $(seq 50); do
+		linklocal=$(ip -6 -o addr show dev dtll0 scope link 2>/dev/null |
+			grep -v tentative | awk '{ sub("/.*", "", $4); print $4 }')
+		[ -n "$linklocal" ] && break
+		sleep 0.1
+	done
+fi
+raw_intruders="owner ${DT_CLUSTER_USER:-dttest} plain 127.0.0.1
+other-plain $OTHER plain 127.0.0.1
+other-bound $OTHER bound 127.0.0.1
+other-linger $OTHER linger 127.0.0.1${linklocal:+
+other-linklocal $OTHER plain $linklocal%dtll0}"
+for mode in default check; do
+	GUARD_RAW=1 guarded_step - "$raw_intruders" -N2 -n2 --mpi=none \
+		"--dist-train$([ $mode = check ] && echo =check)" python3
+	rc=$?
+	diag "raw intruders, $mode: $(tr '\n' ' ' < "$GUARD/intrude.log")$(head -c 300 "$GUARD/intrude.err") $(cat "$OUT") (exit $rc)"
+	check "--dist-train$([ $mode = check ] && echo =check): rank 0's store reads no other user's connection, bound to an interface, reset after sending${linklocal:+, or through a link-local address}; the job's user's is read" \
+		eval '[ $rc = 0 ] && [ "$(grep -c "^RAW .* sent$" "$GUARD/intrude.log")" = "$(grep -c . <<< "$raw_intruders")" ] && grep -qx "RAW read=owner" "$OUT"' ||
+		{ show_output; diag "$(cat "$GUARD/intrude.log" "$GUARD/intrude.err")"; }
+done
+[ -n "$linklocal" ] || diag "IPv6 is off here: no link-local address to try"
+ip link del dtll0 2>/dev/null
 
 finish

@@ -267,16 +267,18 @@ bg_step() {
 # INTRUDERS connects to it at HOST as USER (from NODE's network, with
 # DT_CLUSTER_NETNS=1) with torch's own client (store_guard.py intrude);
 # then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
-# intrude.err).
+# intrude.err). GUARD_RAW=1: the program is store_guard.py raw-job (no
+# torch), and each line is "NAME USER WAY [HOST]" (store_guard.py raw).
 GUARD=$JOBS/guard
 guarded_step() {
-	local host=$1 intruders=$2 name user node runner
+	local host=$1 intruders=$2 name user node runner mode=job
 	shift 2
+	[ "${GUARD_RAW:-0}" = 1 ] && mode=raw-job
 	rm -rf "$GUARD"
 	install -d -o "${DT_CLUSTER_USER:-dttest}" -m 0755 "$GUARD"
 	job_file store_guard.py < "$TOP_SRCDIR/tests/integration/store_guard.py"
 	wait_jobs_completed
-	timeout -k 10 240 "$DT_CLUSTER" run srun "$@" store_guard.py job \
+	timeout -k 10 240 "$DT_CLUSTER" run srun "$@" store_guard.py $mode \
 		"$GUARD" > "$OUT" 2> "$ERR" &
 	runner=$!
 	for _ in $(seq 1800); do
@@ -285,9 +287,14 @@ guarded_step() {
 	done
 	while read -r name user node; do
 		[ -n "$name" ] && [ -e "$GUARD/store-up" ] || continue
-		${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
-			python3 "$JOBS/store_guard.py" intrude "$GUARD" "$name" \
-			"$host" >> "$GUARD/intrude.log" 2>> "$GUARD/intrude.err"
+		if [ $mode = raw-job ]; then
+			runuser -u "$user" -- python3 "$JOBS/store_guard.py" raw \
+				"$GUARD" "$name" $node
+		else
+			${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
+				python3 "$JOBS/store_guard.py" intrude "$GUARD" "$name" \
+				"$host"
+		fi >> "$GUARD/intrude.log" 2>> "$GUARD/intrude.err"
 	done <<< "$intruders"
 	touch "$GUARD/intruded"
 	wait $runner

@@ -10,6 +10,18 @@
 #     torch's own store client, as any user could run it: connect to HOST
 #     at the store's port, then add to a key, 3 times. Prints
 #     "INTRUDE NAME tries=3 admitted=N (the last error)".
+#   python3 store_guard.py raw-job FOLDER
+#     No torch: rank 0 takes the socket that holds its store's port
+#     (DIST_TRAIN_STORE_FD, as torch would), listens, writes FOLDER/store-up,
+#     and accepts nothing until FOLDER/intruded (at most 120 s), so that
+#     every connection waits in the backlog, as they would for a busy
+#     store. Then it accepts all and prints "RAW read=A,B,..." (what each
+#     admitted connection sent; "-": nothing).
+#   python3 store_guard.py raw FOLDER NAME WAY HOST
+#     One connection to HOST at the store's port that sends NAME, made
+#     WAY: plain; bound (SO_BINDTODEVICE "lo", which any user may set);
+#     linger (closed with a reset right after sending). HOST%IFNAME: a
+#     link-local address. Prints "RAW NAME WAY sent".
 import datetime
 import os
 import pathlib
@@ -17,7 +29,58 @@ import sys
 import time
 
 mode, folder = sys.argv[1], pathlib.Path(sys.argv[2])
-if mode == "job":
+if mode == "raw-job":
+    import socket
+
+    if os.environ.get("SLURM_PROCID") == "0":
+        fd, port = (int(x) for x in os.environ["DIST_TRAIN_STORE_FD"].split(":"))
+        server = socket.socket(fileno=fd)
+        server.listen(64)
+        (folder / "store-up.new").write_text(f"{os.environ['MASTER_ADDR']} {port}\n")
+        (folder / "store-up.new").rename(folder / "store-up")
+        deadline = time.monotonic() + 120
+        while not (folder / "intruded").exists() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.settimeout(1.0)
+        read = []
+        while True:
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                break
+            conn.settimeout(1.0)
+            data = b""
+            try:
+                while chunk := conn.recv(100):
+                    data += chunk
+            except OSError:
+                pass
+            read.append(data.decode(errors="replace") or "-")
+            conn.close()
+        print(f"RAW read={','.join(sorted(read))}", flush=True)
+elif mode == "raw":
+    import socket
+    import struct
+
+    name, way, host = sys.argv[3], sys.argv[4], sys.argv[5]
+    port = int((folder / "store-up").read_text().split()[1])
+    if "%" in host:
+        address, ifname = host.split("%")
+        conn = socket.socket(socket.AF_INET6)
+        conn.connect((address, port, 0, socket.if_nametoindex(ifname)))
+    else:
+        conn = socket.socket()
+        if way == "bound":
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
+        conn.connect((host, port))
+    conn.sendall(name.encode())
+    if way == "linger":
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                        struct.pack("ii", 1, 0))
+    conn.close()
+    print(f"RAW {name} {way} sent", flush=True)
+elif mode == "job":
     import torch
     import torch.distributed as dist
 

@@ -130,19 +130,28 @@ static void test_admit(void)
 	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_CLOSED, 0, 1000, true,
 				       &proven, &node2), DT_STORE_CLOSED);
 	/* From another node: only a proven address. */
-	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_ELSEWHERE, 0, 1000, false,
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_NOT_FOUND, 0, 1000, false,
 				       &proven, &node2), DT_STORE_ADMIT);
-	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_ELSEWHERE, 0, 1000, false,
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_NOT_FOUND, 0, 1000, false,
 				       &proven, &login), DT_STORE_NOT_PROVEN);
 	/* Without a barrier, other nodes are not checked. */
-	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_ELSEWHERE, 0, 1000, false,
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_NOT_FOUND, 0, 1000, false,
 				       NULL, &login), DT_STORE_ADMIT);
-	/* The kernel could not say: this node's own address is admitted,
-	 * another only when proven. */
+	/* From an address of this node, a socket the kernel does not name
+	 * (bound to an interface, reset, link-local, no tcp_diag): refused,
+	 * with a barrier or without. */
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_NOT_FOUND, 0, 1000, true,
+				       NULL, &login), DT_STORE_UNNAMED);
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_NOT_FOUND, 0, 1000, true,
+				       &proven, &node2), DT_STORE_UNNAMED);
 	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_UNKNOWN, 0, 1000, true,
-				       &proven, &login), DT_STORE_ADMIT);
+				       NULL, &login), DT_STORE_UNNAMED);
+	/* The kernel could not be asked of another host's: only when
+	 * proven. */
 	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_UNKNOWN, 0, 1000, false,
 				       &proven, &login), DT_STORE_NOT_PROVEN);
+	CU_ASSERT_EQUAL(dt_store_admit(DT_OWNER_UNKNOWN, 0, 1000, false,
+				       &proven, &node2), DT_STORE_ADMIT);
 	dt_peer_set_free(&proven);
 }
 
