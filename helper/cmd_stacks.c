@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -235,13 +236,14 @@ static bool is_number(const char *s, size_t n)
 }
 
 /*
- * The step to look at, and its nodes, from squeue: STEP_ARG is "JOB" or
- * "JOB.STEP". Returns 0, or 1 after saying what is wrong.
+ * The step to look at, its nodes and its user's id, from squeue: STEP_ARG
+ * is "JOB" or "JOB.STEP". Returns 0, or 1 after saying what is wrong.
  */
-static int find_step(const char *step_arg, char *step, char **nodes)
+static int find_step(const char *step_arg, char *step, char **nodes,
+		     char *uid, size_t uid_len)
 {
 	size_t job_len = strcspn(step_arg, ".");
-	char job[16], format[] = "%i %N", *line, *save = NULL;
+	char job[16], format[] = "%i %U %N", *line, *save = NULL;
 	const char *argv[] = { "squeue", "-h", "-s", "-j", job, "-o", format,
 			       NULL };
 	char steps[512] = "";
@@ -266,19 +268,24 @@ static int find_step(const char *step_arg, char *step, char **nodes)
 	}
 	for (line = c.out ? strtok_r(c.out, "\n", &save) : NULL; line;
 	     line = strtok_r(NULL, "\n", &save)) {
-		char *id = line, *list = strchr(line, ' ');
-		size_t id_len = list ? (size_t)(list - line) : 0;
+		char *id = line, *user = strchr(line, ' ');
+		char *list = user ? strchr(user + 1, ' ') : NULL;
+		size_t id_len = user ? (size_t)(user - line) : 0;
 
 		/* JOB.batch, JOB.extern and JOB.interactive run no ranks. */
 		if (!list || id_len <= job_len + 1 ||
-		    !is_number(id + job_len + 1, id_len - job_len - 1))
+		    !is_number(id + job_len + 1, id_len - job_len - 1) ||
+		    !is_number(user + 1, (size_t)(list - user - 1)) ||
+		    (size_t)(list - user) > uid_len)
 			continue;
 		id[id_len] = '\0';
+		*list = '\0';
 		snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps),
 			 "%s%s", steps[0] ? ", " : "", id);
 		if ((step_arg[job_len] && strcmp(id, step_arg)) || found++)
 			continue;
 		snprintf(step, STEP_ID_MAX, "%s", id);
+		snprintf(uid, uid_len, "%s", user + 1);
 		free(*nodes);
 		*nodes = strdup(list + 1);
 	}
@@ -408,12 +415,13 @@ static int add_dump(struct collection *col, const char *rec)
 }
 
 /* One record of node NODE (helper/stacks_collect.c); -1 without memory. */
-static int take_record(struct collection *col, size_t node, const char *rec)
+static int take_record(struct collection *col, size_t node, char *rec)
 {
 	const char *rest = rec[0] && rec[1] == ' ' ? rec + 2 : NULL;
 
 	if (!rest)
 		return 0;
+	stacks_printable(rec);
 	switch (rec[0]) {
 	case 'H':
 		snprintf(col->hosts[node], sizeof(col->hosts[node]), "%s",
@@ -538,15 +546,54 @@ static int write_stacks(const struct collection *col, size_t world,
 	return rc;
 }
 
+/*
+ * PATH opened for reading with the rights of UID (the step's user) when
+ * this command runs as root, where it is a regular file of UID's and not
+ * a link; -1 otherwise. Root's own rights are never used on a path the
+ * step named.
+ */
+static int open_as_step_user(const char *path, uid_t uid, struct stat *st)
+{
+	struct passwd *pw = NULL;
+	bool as_user = geteuid() == 0 && uid != 0;
+	int fd, saved;
+
+	if (as_user && (!(pw = getpwuid(uid)) || setegid(pw->pw_gid) < 0 ||
+			seteuid(uid) < 0)) {
+		if (pw)
+			setegid(0);
+		return -1;
+	}
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	saved = errno;
+	if (as_user && (seteuid(0) < 0 || setegid(0) < 0)) {
+		/* Never go on half root. */
+		helper_error("cannot return to root's rights: %s",
+			     strerror(errno));
+		_exit(1);
+	}
+	if (fd >= 0 && (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
+			st->st_uid != uid)) {
+		close(fd);
+		fd = -1;
+		saved = EPERM;
+	}
+	errno = saved;
+	return fd;
+}
+
 /* Copy the flight recorder's dumps where they can be read from here
- * (a shared file system); NAMES those that could. */
-static size_t copy_dumps(const struct collection *col, const char *dir)
+ * (a shared file system), with their own permissions; NAMES those that
+ * could. UID: the step's user, whose files alone are copied. */
+static size_t copy_dumps(const struct collection *col, const char *dir,
+			 uid_t uid)
 {
 	size_t copied = 0;
 
 	for (size_t i = 0; i < col->ndumps; i++) {
 		const char *base = strrchr(col->dumps[i], '/');
 		char path[4096], buf[65536];
+		struct stat st;
 		int from, to, k;
 		ssize_t n = 0;
 
@@ -554,10 +601,11 @@ static size_t copy_dumps(const struct collection *col, const char *dir)
 			     base ? base + 1 : col->dumps[i]);
 		if (k < 0 || (size_t)k >= sizeof(path))
 			continue;
-		from = open(col->dumps[i], O_RDONLY | O_CLOEXEC);
+		from = open_as_step_user(col->dumps[i], uid, &st);
 		if (from < 0)
 			continue;
-		to = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		to = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+			  O_CLOEXEC, st.st_mode & 0644);
 		while (to >= 0 && (n = read(from, buf, sizeof(buf))) > 0)
 			if (write(to, buf, (size_t)n) != n) {
 				n = -1;
@@ -809,6 +857,7 @@ static int make_folder(const char *named, const char *want, char *dir,
 int cmd_stacks(int argc, char **argv)
 {
 	char step[STEP_ID_MAX] = "", dir[4096], self[4096], count[16];
+	char uid[16] = "";
 	char jobid[32], nodelist[4096], want[128];
 	const char *out_dir = NULL, *step_arg = NULL;
 	struct collection col;
@@ -819,8 +868,9 @@ int cmd_stacks(int argc, char **argv)
 	int rc = 1;
 
 	memset(&col, 0, sizeof(col));
-	if (argc == 3 && !strcmp(argv[1], "--collect"))
-		return stacks_collect(argv[2], ANSWER_MS);
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--collect"))
+		return stacks_collect(argv[2], argc == 4 ? argv[3] : NULL,
+				      ANSWER_MS);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
@@ -838,7 +888,7 @@ int cmd_stacks(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (find_step(step_arg, step, &nodes) != 0)
+	if (find_step(step_arg, step, &nodes, uid, sizeof(uid)) != 0)
 		goto out;
 	if (dt_hostlist_parse(nodes, &hl, err, sizeof(err)) < 0 ||
 	    dt_hostlist_count(hl) == 0) {
@@ -873,7 +923,7 @@ int cmd_stacks(int argc, char **argv)
 				 "--ntasks-per-node=1", "--label", "--quiet",
 				 "--mpi=none", "--kill-on-bad-exit=0",
 				 "--job-name=dist-train-stacks", self,
-				 "stacks", "--collect", step, NULL };
+				 "stacks", "--collect", step, uid, NULL };
 
 		if (run_captured(srun, COLLECT_S, &c) < 0) {
 			helper_error("cannot start srun: %s; run this where "
@@ -904,7 +954,8 @@ int cmd_stacks(int argc, char **argv)
 	snprintf(want, sizeof(want), "dist-train-%s.stacks", step);
 	if (make_folder(out_dir, want, dir, sizeof(dir)) < 0)
 		goto out;
-	rc = summarize(&col, step, dir, copy_dumps(&col, dir));
+	rc = summarize(&col, step, dir,
+		       copy_dumps(&col, dir, (uid_t)strtoul(uid, NULL, 10)));
 out:
 	free_collection(&col);
 	free(c.out);

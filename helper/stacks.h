@@ -9,8 +9,15 @@
 /*
  * Ask this node's processes of STEP ("JOB.STEP"), this user's only, for
  * their stacks, waiting up to WAIT_MS for them, and print the records on
- * stdout. Returns 0, or 1 when this node could not be searched.
+ * stdout, every byte of the step's text that is not printable as '?'.
+ * Started as root (an administrator's `stacks`), it first becomes
+ * STEP_UID, the step's user as slurmctld names it, and does nothing as
+ * root. Returns 0, or 1 when this node could not be searched.
  */
-int stacks_collect(const char *step, unsigned wait_ms);
+int stacks_collect(const char *step, const char *step_uid, unsigned wait_ms);
+
+/* TEXT with each control byte (below 0x20, and 0x7f) made '?', in place:
+ * text of the step's, before it is parsed or printed. */
+void stacks_printable(char *text);
 
 #endif

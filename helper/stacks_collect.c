@@ -27,6 +27,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -114,6 +116,26 @@ static const char *env_value(const char *env, size_t len, const char *name)
 		if (!strncmp(p, name, nlen) && p[nlen] == '=')
 			return p + nlen + 1;
 	return NULL;
+}
+
+static bool is_control(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
+static bool has_control(const char *text)
+{
+	for (; *text; text++)
+		if (is_control((unsigned char)*text))
+			return true;
+	return false;
+}
+
+void stacks_printable(char *text)
+{
+	for (; *text; text++)
+		if (is_control((unsigned char)*text))
+			*text = '?';
 }
 
 static pid_t parent_of(pid_t pid)
@@ -234,12 +256,12 @@ static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 	const char *v, *node;
 	char path[64], *comm;
 	struct stat st;
-	size_t len;
+	size_t len, comm_len;
 	char *env;
 	bool ours = false;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0 || (getuid() != 0 && st.st_uid != getuid()))
+	if (stat(path, &st) < 0 || st.st_uid != getuid())
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
 	env = read_bounded(path, ENVIRON_MAX, &len);
@@ -264,12 +286,14 @@ static bool step_process(pid_t pid, const char *step, struct step_proc *p,
 	v = env_value(env, len, "WORLD_SIZE");
 	p->world = v && *v ? strtol(v, NULL, 10) : -1;
 	v = env_value(env, len, "SLURM_DIST_TRAIN_RECORD_DIR");
-	if (v && !record_dir[0] && strlen(v) < record_len)
+	if (v && !record_dir[0] && strlen(v) < record_len &&
+	    !has_control(v))
 		strcpy(record_dir, v);
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	comm = read_bounded(path, sizeof(p->comm) - 1, &len);
+	comm = read_bounded(path, sizeof(p->comm) - 1, &comm_len);
 	if (comm) {
 		comm[strcspn(comm, "\n")] = '\0';
+		stacks_printable(comm);
 		strcpy(p->comm, comm);
 		free(comm);
 	}
@@ -285,7 +309,7 @@ out:
 static int ask_dump(struct step_proc *p)
 {
 	char path[96];
-	struct stat st;
+	struct stat st, opened;
 	int fd, rc = -1;
 
 	if (!p->dump)
@@ -298,9 +322,16 @@ static int ask_dump(struct step_proc *p)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->pid,
 		 p->dump_pipe);
-	/* Non-blocking: a pipe nobody reads any more fails, never waits. */
+	/* Only a pipe of the user's is opened, and written once it is still
+	 * the one looked at. Non-blocking: a pipe nobody reads any more
+	 * fails, never waits. */
+	if (stat(path, &st) < 0 || !S_ISFIFO(st.st_mode) ||
+	    st.st_uid != getuid())
+		return -1;
 	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd >= 0 && write(fd, "1", 1) == 1)
+	if (fd >= 0 && fstat(fd, &opened) == 0 && S_ISFIFO(opened.st_mode) &&
+	    opened.st_dev == st.st_dev && opened.st_ino == st.st_ino &&
+	    write(fd, "1", 1) == 1)
 		rc = 0;
 	if (fd >= 0)
 		close(fd);
@@ -327,11 +358,11 @@ static bool dump_ready(struct step_proc *p, long long now)
 }
 
 /* P's dump (malloc'd, LEN bytes), where it is a regular file of P's
- * owner (this command may run as root) of at most FR_DUMP_MAX bytes; NULL
- * with errno otherwise. */
+ * owner, not a link, of at most FR_DUMP_MAX bytes; NULL with errno
+ * otherwise. */
 static unsigned char *read_dump(const struct step_proc *p, size_t *len)
 {
-	int fd = open(p->dump, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	int fd = open(p->dump, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	unsigned char *buf = NULL;
 	size_t size, used = 0;
 	struct stat st;
@@ -398,7 +429,8 @@ static void print_lines(pid_t pid, const char *text, size_t len)
 
 		printf("S %d ", (int)pid);
 		for (size_t i = 0; i < n; i++)
-			putchar(p[i] == '\r' ? ' ' : p[i]);
+			putchar(p[i] == '\r' ? ' ' :
+				is_control((unsigned char)p[i]) ? '?' : p[i]);
 		putchar('\n');
 		p += n + 1;
 	}
@@ -415,12 +447,50 @@ static void print_flight_recorder(const char *dir, const char *step)
 		return;
 	snprintf(prefix, sizeof(prefix), "dist-train-%s.nccl-rank-", step);
 	while ((d = readdir(folder)))
-		if (!strncmp(d->d_name, prefix, strlen(prefix)))
+		if (!strncmp(d->d_name, prefix, strlen(prefix)) &&
+		    !has_control(d->d_name))
 			printf("F %s/%s\n", dir, d->d_name);
 	closedir(folder);
 }
 
-int stacks_collect(const char *step, unsigned wait_ms)
+/*
+ * As root, become UID_TEXT (the step's user, from slurmctld) for good:
+ * everything after is done with that user's rights, so that nothing a
+ * process of the step names (a descriptor, a dump's path, a folder) is
+ * opened or written as root. 0, or -1 after saying why.
+ */
+static int become_step_user(const char *uid_text)
+{
+	struct passwd *pw;
+	char *end;
+	unsigned long uid;
+
+	if (getuid() != 0 && geteuid() != 0)
+		return 0;	/* the user's own: the kernel checks the rest */
+	errno = 0;
+	uid = uid_text ? strtoul(uid_text, &end, 10) : 0;
+	if (!uid_text || errno || *end || end == uid_text || uid == 0 ||
+	    uid > 0x7fffffffUL) {
+		helper_error("run as root, the collector needs the step's "
+			     "user (not root) from slurmctld; run '"
+			     DT_NAME " stacks JOB.STEP' itself, not its "
+			     "--collect part");
+		return -1;
+	}
+	pw = getpwuid((uid_t)uid);
+	if (!pw || setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 ||
+	    setuid((uid_t)uid) < 0 || getuid() != (uid_t)uid ||
+	    geteuid() != (uid_t)uid) {
+		helper_error("cannot become user %lu, the step's, on this "
+			     "node (%s): check that the user exists here as "
+			     "on the login node", uid,
+			     pw ? strerror(errno) : "no such user");
+		return -1;
+	}
+	return 0;
+}
+
+int stacks_collect(const char *step, const char *step_uid, unsigned wait_ms)
 {
 	struct step_proc *procs = calloc(PROCS_MAX, sizeof(*procs));
 	char host[256] = "", record_dir[4096] = "";
@@ -431,6 +501,8 @@ int stacks_collect(const char *step, unsigned wait_ms)
 	DIR *proc = NULL;
 	int rc = 1;
 
+	if (become_step_user(step_uid) < 0)
+		goto out;
 	if (!procs) {
 		helper_error("out of memory");
 		goto out;
