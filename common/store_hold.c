@@ -180,8 +180,13 @@ int dt_store_hold(int from, uint16_t port, bool hook, const char *guard_lib,
 		if (dt_runs_python(argc, argv, got ? head : NULL, got) &&
 		    fcntl(fd, F_SETFD, 0) == 0) {
 			snprintf(value, sizeof(value), "%d:%u", fd, port);
+			/* Only this step's barrier proves peers: a list the
+			 * task inherited (a step inside another's) is not. */
 			if (dt_env_put(env, DT_STORE_FD_ENV, value,
 				       DT_ENV_SET) < 0 ||
+			    (!dt_env_get(env, DT_STORE_PEERS_ENV) &&
+			     dt_env_put(env, DT_STORE_PEERS_ENV, NULL,
+					DT_ENV_UNSET) < 0) ||
 			    preload_guard(guard_lib, getenv, arg, env) < 0)
 				goto oom;
 			return 1;

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -36,16 +37,15 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Whether S is an IPv4 or IPv6 address: a name would be looked up, and
+ * a resolver can stall task_exit for its whole timeout. */
 static bool numeric_host(const char *s)
 {
-	size_t n = strlen(s);
+	struct in6_addr a6;
+	struct in_addr a4;
 
-	if (n == 0 || n > 45)
-		return false;
-	for (; *s; s++)
-		if (!strchr("0123456789abcdefABCDEF.:", *s))
-			return false;
-	return true;
+	return inet_pton(AF_INET, s, &a4) == 1 ||
+	       inet_pton(AF_INET6, s, &a6) == 1;
 }
 
 void report_setup(spank_t sp, struct plugin_state *st, char **env)
@@ -166,9 +166,16 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	const char *why;
 	char answer[8];
 	gid_t gid = st->job_gid;
+	sigset_t alarm_only;
 	int fd;
 
-	alarm(2);	/* whatever hangs, the child ends */
+	/* Whatever hangs, the child ends: slurmstepd blocks SIGALRM, and
+	 * the child inherits its mask and handlers. */
+	sigemptyset(&alarm_only);
+	sigaddset(&alarm_only, SIGALRM);
+	signal(SIGALRM, SIG_DFL);
+	sigprocmask(SIG_UNBLOCK, &alarm_only, NULL);
+	alarm(2);
 	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
 	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
 		_exit(2);
