@@ -15,6 +15,16 @@
 #                                 unit tests and a smoke of the integration
 #                                 suite (make check-quick) on this machine's
 #                                 stack, in a few minutes
+#   tests/run.sh [--stack=NAME] --repeat=N FILE...
+#                                 build, then run the test files FILE
+#                                 (tests/integration/failure.sh, ...) N
+#                                 times on one stack, for flaky checks:
+#                                 each round's failures, then the counts
+#
+#   DT_ONCE=0   leave out what is the same on every stack (the sanitizer
+#               build, make distcheck, valgrind, fuzzing, the checks of
+#               the documents: ONCE_TESTS in tests/Makefile.am);
+#               tests/stacks.sh runs them on the first stack only
 #
 # On one stack it does:
 #   1. install what is needed (contrib/install-deps.sh);
@@ -27,7 +37,9 @@
 #      uninstalls cleanly out of tree;
 #   5. the Debian package (contrib/debian): built, installed, tested on the
 #      cluster as installed, removed.
-# It ends with one line: N passed, N failed, N skipped.
+# (3, 4 and make check's ONCE_TESTS: not with DT_ONCE=0.) It ends with the
+# slowest tests and parts, one line, N passed, N failed, N skipped, and
+# then each failed check with the end of what it printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -49,17 +61,40 @@ host_suite() {
 	esac
 }
 
-stack= quick=0
+usage="tests/run.sh [--quick | --stack=bookworm|trixie|sid|slurm-X.Y|all] [--repeat=N tests/integration/FILE.sh...]"
+stack= quick=0 repeat=0 files=() inner=()
 for arg in "$@"; do
 	case $arg in
 	--stack=*) stack=${arg#--stack=} ;;
 	--quick) quick=1 ;;
-	*) echo "tests/run.sh: unknown argument '$arg'; usage: tests/run.sh [--quick | --stack=bookworm|trixie|sid|slurm-X.Y|all]" >&2
+	--repeat=*)
+		repeat=${arg#--repeat=}
+		[[ $repeat =~ ^[1-9][0-9]*$ ]] || {
+			echo "tests/run.sh: --repeat takes a count of rounds, 1 or more, not '$repeat'" >&2
+			exit 2
+		}
+		inner+=("$arg") ;;
+	-*) echo "tests/run.sh: unknown argument '$arg'; usage: $usage" >&2
 	   exit 2 ;;
+	*)
+		# A test file, as make check names it (relative to tests/).
+		f=${arg#./}
+		f=${f#tests/}
+		[ -e "tests/$f" ] || {
+			echo "tests/run.sh: no test file tests/$f; the files are in tests/ and tests/integration/" >&2
+			exit 2
+		}
+		files+=("$f") inner+=("$f") ;;
 	esac
 done
 if [ $quick = 1 ] && [ -n "$stack" ]; then
 	echo "tests/run.sh: --quick runs on this machine's stack only: leave out --stack" >&2
+	exit 2
+fi
+if { [ "$repeat" != 0 ] && [ ${#files[@]} = 0 ]; } ||
+	{ [ "$repeat" = 0 ] && [ ${#files[@]} != 0 ]; } ||
+	{ [ "$repeat" != 0 ] && { [ $quick = 1 ] || [ "$stack" = all ]; }; }; then
+	echo "tests/run.sh: --repeat=N and test files go together, on one stack; usage: $usage" >&2
 	exit 2
 fi
 case $stack in
@@ -67,7 +102,7 @@ case $stack in
 all) exec tests/stacks.sh ;;
 bookworm | trixie | sid | slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05)
 	tests/stack-root.sh prepare "$stack"
-	exec tests/stack-root.sh enter "$stack" tests/run.sh ;;
+	exec tests/stack-root.sh enter "$stack" tests/run.sh "${inner[@]}" ;;
 *) echo "tests/run.sh: unknown stack '$stack'; valid: bookworm, trixie, sid, all, or an upstream release built from source: slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05" >&2
    exit 2 ;;
 esac
@@ -105,6 +140,41 @@ allow_skips() {
 		grep -c '^SKIP: .*# SKIP this Slurm has no mpi/pmix plugin') || true
 	allowed=$((allowed + n))
 }
+# failed_checks LOG...: each failed check of those test logs, with the
+# end of what it printed: a TAP test's "not ok" lines and the comments
+# after each, another test's last lines.
+failed_checks() {
+	local log trs
+	for log in "$@"; do
+		trs=${log%.log}.trs
+		[ -r "$trs" ] && grep -q -E '^:test-result: (FAIL|ERROR)' "$trs" || continue
+		echo "--- ${log#"$top"/}"
+		if grep -q '^not ok' "$log"; then
+			awk '/^not ok/ { n = 12; print; next }
+			     n > 0 && /^#/ { print "    " $0; n--; next }
+			     { n = 0 }' "$log" | head -n 60
+		else
+			tail -n 15 "$log" | sed 's/^/    /'
+		fi
+	done
+}
+# slowest_tests: the test files of the last make check, slowest first.
+slowest_tests() {
+	local f
+	for f in $(find build/tests -name '*.time' 2>/dev/null); do
+		printf '%8s s  %s\n' "$(cat "$f")" "${f#build/tests/}"
+	done | sed 's/\.time$/.sh/; s/\(unit\/test_[a-z_]*\)\.sh$/\1/' |
+		sort -rn | head -n "${1:-12}"
+}
+# note_failures [LABEL] LOG...: keep what failed_checks says of those
+# logs for the end of the run (a later part may run the same tests again).
+failures=
+note_failures() {
+	local label= found
+	case $1 in *.log) ;; *) label="$1: "; shift ;; esac
+	found=$(failed_checks "$@" | sed "s|^--- |--- $label|")
+	[ -z "$found" ] || failures+=$found$'\n'
+}
 # result NAME COMMAND...: a step that is one test of its own.
 result() {
 	local name=$1
@@ -114,12 +184,33 @@ result() {
 	else
 		echo "tests/run.sh: FAIL: $name" >&2
 		fail=$((fail + 1)) rc=1
+		failures+="--- $name failed: see above in this log"$'\n'
 	fi
 }
 
 mkdir -p build
 # Here a skipped test is a failed one: everything it needs is installed.
 export DT_REQUIRE_INTEGRATION=1
+if [ "$repeat" != 0 ]; then
+	step "build, then ${files[*]} $repeat times"
+	(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
+	logs=()
+	for f in "${files[@]}"; do logs+=("$top/build/tests/${f%.sh}.log"); done
+	for ((round = 1; round <= repeat; round++)); do
+		t0=$(date +%s)
+		rm -f build/tests/test-suite.log
+		p0=$pass f0=$fail
+		(cd build/tests && make check TESTS="${files[*]}" >/dev/null 2>&1) || rc=1
+		tally build/tests/test-suite.log
+		echo "round $round of $repeat: $((pass - p0)) passed, $((fail - f0)) failed, $(( $(date +%s) - t0 )) s"
+		failed_checks "${logs[@]}" | sed 's/^/    /'
+	done
+	step_done
+	echo
+	echo "$pass passed, $fail failed, $skip skipped"
+	[ $fail = 0 ] || rc=1
+	exit $rc
+fi
 if [ $quick = 1 ]; then
 	step "build and make check-quick"
 	t0=$(date +%s)
@@ -140,20 +231,31 @@ if [ $quick = 1 ]; then
 	exit $rc
 fi
 
-step "build and make check"
+once=${DT_ONCE:-1}
+step "build and make $([ "$once" = 1 ] && echo check || echo check-stack)"
 (cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
-(cd build && make check VERBOSE=1) || rc=1
+rm -f build/tests/*.time build/tests/*/*.time
+if [ "$once" = 1 ]; then
+	(cd build && make check VERBOSE=1) || rc=1
+else
+	(cd build/tests && make check-stack VERBOSE=1) || rc=1
+fi
 tally build/tests/test-suite.log
 allow_skips $(ls build/tests/*.log | grep -v 'suite\.log$') build/tests/integration/*.log
+note_failures $(find "$top/build/tests" -name '*.log' ! -name '*suite.log' | sort)
+slowest=$(slowest_tests)
 
-step "unit tests with AddressSanitizer and UndefinedBehaviorSanitizer"
-mkdir -p build-sanitizers
-(cd build-sanitizers && ../configure -q --enable-werror --enable-sanitizers &&
-	make -s -j"$(nproc)" && make check-unit VERBOSE=1) || rc=1
-tally build-sanitizers/tests/test-suite.log
+if [ "$once" = 1 ]; then
+	step "unit tests with AddressSanitizer and UndefinedBehaviorSanitizer"
+	mkdir -p build-sanitizers
+	(cd build-sanitizers && ../configure -q --enable-werror --enable-sanitizers &&
+		make -s -j"$(nproc)" && make check-unit VERBOSE=1) || rc=1
+	tally build-sanitizers/tests/test-suite.log
+	note_failures $(find "$top/build-sanitizers/tests" -name '*.log' ! -name '*suite.log' | sort)
 
-step "make distcheck (unit tests only)"
-result "make distcheck" env DT_UNIT_ONLY=1 make -C build -s distcheck
+	step "make distcheck (unit tests only)"
+	result "make distcheck" env DT_UNIT_ONLY=1 make -C build -s distcheck
+fi
 
 step "Debian package: build, install, test as installed, remove"
 deb_test() {
@@ -178,6 +280,8 @@ else
 fi
 if [ -r build/tests/installed-suite.log ]; then
 	tally build/tests/installed-suite.log
+	note_failures "the package as installed" \
+		"$top"/build/tests/integration/{environment,pytorch,torchrun,upgrade}.log
 	allow_skips build/tests/integration/environment.log \
 		build/tests/integration/pytorch.log build/tests/integration/torchrun.log \
 		build/tests/integration/upgrade.log
@@ -188,6 +292,9 @@ fi
 dpkg -s dist-train >/dev/null 2>&1 && apt-get purge -y -q dist-train >/dev/null
 
 step_done
+echo
+echo "=== tests/run.sh: the slowest tests of make check, in seconds"
+echo "$slowest"
 if [ "$skip" -gt "$allowed" ]; then
 	echo "tests/run.sh: FAIL: $((skip - allowed)) tests skipped for a reason other than a Slurm without mpi/pmix" >&2
 	rc=1
@@ -197,4 +304,9 @@ fi
 echo
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail = 0 ] || rc=1
+if [ $rc != 0 ]; then
+	echo
+	echo "=== tests/run.sh: what failed"
+	echo "${failures:-(no test log names a failed check: see above)}"
+fi
 exit $rc

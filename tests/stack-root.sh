@@ -258,7 +258,7 @@ cmd_enter() {
 		exec /usr/bin/env -i \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
-			DT_STACK="$suite" DT_FUZZ_SECONDS="${DT_FUZZ_SECONDS:-}" \
+			DT_STACK="$suite" DT_FUZZ_SECONDS="${DT_FUZZ_SECONDS:-}" DT_ONCE="${DT_ONCE:-1}" \
 			bash -c "cd /src/dist-train && \"\$@\"; exit \$?" bash "$@"' \
 		sh "$root" "$suite" "$(host_name "$suite")" "$@"
 }

@@ -5,16 +5,18 @@
 # (tests/stack-root.sh), in its own namespaces with its own cluster.
 #
 # Most of a stack's run is waiting on daemons, timeouts and Python
-# imports, not CPU, so two stacks run at a time: this machine's starts at
-# once while the roots are made or refreshed, and the next stack in line
-# starts whenever one ends. Each stack's output is kept in
-# stack-logs/STACK.log; the end gives its failures, the time of each stack
-# and each part, and one line, N passed, N failed, N skipped, over all.
+# imports, not CPU, so every stack runs at once, each in its own
+# namespaces with its own cluster: this machine's starts at once, the
+# others as soon as their roots are made or refreshed. What is the same on every stack (the sanitizer
+# build, make distcheck, valgrind, fuzzing, the checks of the documents)
+# runs on the first, this machine's, only: the others run with DT_ONCE=0
+# (tests/run.sh). Each stack's output is kept in stack-logs/STACK.log; the
+# end gives each stack's slowest tests, the time of each stack and part
+# and when each started and ended, one line, N passed, N failed, N
+# skipped, over all, and then what failed, with the end of its output.
 #
 #   DT_STACKS      the stacks to run [bookworm trixie sid]
-#   DT_STACK_JOBS  how many run at a time [2]
-#   DT_FUZZ_STACK  the one that fuzzes with new inputs; the others replay
-#                  the corpus only [trixie]
+#   DT_STACK_JOBS  how many run at a time [3]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -30,21 +32,17 @@ case ${VERSION_ID:-} in
 *) host=${VERSION_CODENAME:-unknown} ;;
 esac
 stacks=${DT_STACKS:-bookworm trixie sid}
-jobs=${DT_STACK_JOBS:-2}
-# The stack that fuzzes with new inputs: trixie by default, which runs
-# beside the first and is off the longest path (the first, then the third).
-fuzz_stack=${DT_FUZZ_STACK:-}
-if [ -z "$fuzz_stack" ]; then
-	for s in $stacks; do [ "$s" = trixie ] && fuzz_stack=trixie; done
-	[ -n "$fuzz_stack" ] || fuzz_stack=${stacks%% *}
-fi
+jobs=${DT_STACK_JOBS:-3}
 t_start=$(date +%s)
 say() { echo "=== tests/stacks.sh: $* (at $(( $(date +%s) - t_start )) s)"; }
 
-# This machine's stack first, then the others in the order given.
+# This machine's stack first, then the others in the order given. The
+# first runs what is the same on every stack.
 queue=
 for s in $stacks; do [ "$s" = "$host" ] && queue="$s"; done
 for s in $stacks; do [ "$s" != "$host" ] && queue="$queue $s"; done
+queue=${queue# }
+once_stack=${queue%% *}
 
 # The roots, all at once, in the background: network and dpkg.
 for s in $queue; do
@@ -71,17 +69,17 @@ run_stack() {
 	fi
 	say "$s started"
 	t0=$(date +%s)
-	# Fuzzing is the same on every stack (pure code): new inputs on one,
-	# the corpus and the regressions replayed on the others.
-	fuzz=${DT_FUZZ_SECONDS:-}
-	[ "$s" = "$fuzz_stack" ] || fuzz=0
+	echo $((t0 - t_start)) > "$logs/$s.start"
+	once=0
+	[ "$s" = "$once_stack" ] && once=1
 	if [ "$s" = "$host" ]; then
-		DT_FUZZ_SECONDS=$fuzz tests/run.sh > "$logs/$s.log" 2>&1
+		DT_ONCE=$once tests/run.sh > "$logs/$s.log" 2>&1
 	else
-		DT_FUZZ_SECONDS=$fuzz tests/stack-root.sh enter "$s" tests/run.sh > "$logs/$s.log" 2>&1
+		DT_ONCE=$once tests/stack-root.sh enter "$s" tests/run.sh > "$logs/$s.log" 2>&1
 	fi
 	r=$?
 	echo $(( $(date +%s) - t0 )) > "$logs/$s.time"
+	echo $(( $(date +%s) - t_start )) > "$logs/$s.end"
 	echo "$r" > "$logs/$s.rc"
 	say "$s ended (exit $r): $(tail -n 1 "$logs/$s.log")"
 }
@@ -103,7 +101,7 @@ done
 wait "${lanes[@]}"
 wait
 
-pass=0 fail=0 skip=0 rc=0
+pass=0 fail=0 skip=0 rc=0 failed=
 echo
 say "results"
 for s in $queue; do
@@ -122,6 +120,7 @@ for s in $queue; do
 		rc=1
 		echo "$s: $line, exit $(cat "$logs/$s.rc"); its failures:"
 		grep -E '^(FAIL|ERROR):|^tests/run.sh: FAIL' "$logs/$s.log" | sed "s/^/$s| /"
+		failed+=" $s"
 	else
 		echo "$s: $line"
 	fi
@@ -133,12 +132,25 @@ say "time of each part, in seconds"
 for s in $queue; do
 	prep="(this machine)"
 	[ "$s" != "$host" ] && prep="root $(cat "$logs/$s.prepare.time" 2>/dev/null || echo -) s"
-	echo "$s: tests $(cat "$logs/$s.time" 2>/dev/null || echo -) s, $prep"
+	echo "$s: tests $(cat "$logs/$s.time" 2>/dev/null || echo -) s" \
+		"(from $(cat "$logs/$s.start" 2>/dev/null || echo -) s to $(cat "$logs/$s.end" 2>/dev/null || echo -) s)," \
+		"$prep$([ "$s" = "$once_stack" ] && echo ", with what runs once")"
 	[ -r "$logs/$s.log" ] &&
 		grep -E '^=== tests/run.sh: .* took [0-9]+ s$' "$logs/$s.log" |
 		sed 's/^=== tests\/run.sh: /    /'
+	[ -r "$logs/$s.log" ] &&
+		sed -n '/^=== tests\/run.sh: the slowest tests/,/^$/p' "$logs/$s.log" |
+		sed '1d; /^$/d; s/^/  /' | head -n 8
 done
-echo "all stacks: $(( $(date +%s) - t_start )) s, $jobs at a time"
+# The critical path: the stack that ended last, and what ran before it
+# in its lane.
+last=$(for s in $queue; do echo "$(cat "$logs/$s.end" 2>/dev/null || echo 0) $s"; done | sort -n | tail -n 1)
+echo "all stacks: $(( $(date +%s) - t_start )) s, $jobs at a time; the last to end: ${last#* } at ${last%% *} s"
 echo
 echo "$pass passed, $fail failed, $skip skipped"
+for s in $failed; do
+	echo
+	echo "=== $s: what failed"
+	sed -n '/^=== tests\/run.sh: what failed/,$p' "$logs/$s.log" | sed '1d' | head -n 150
+done
 exit $rc
