@@ -3,7 +3,8 @@
  * collected on the step's nodes by an overlapping srun step
  * (helper/stacks_collect.c), written into one folder, and summed up: the
  * ranks grouped by where their main thread is, the odd ones out first.
- * Run by the job's owner, from a login node or inside the allocation.
+ * Run by the job's owner, from a login node or inside the allocation; run
+ * by root, it becomes the job's owner first.
  */
 #include "config.h"
 
@@ -12,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -546,47 +546,10 @@ static int write_stacks(const struct collection *col, size_t world,
 	return rc;
 }
 
-/*
- * PATH opened for reading with the rights of UID (the step's user) when
- * this command runs as root, where it is a regular file of UID's and not
- * a link; -1 otherwise. Root's own rights are never used on a path the
- * step named.
- */
-static int open_as_step_user(const char *path, uid_t uid, struct stat *st)
-{
-	struct passwd *pw = NULL;
-	bool as_user = geteuid() == 0 && uid != 0;
-	int fd, saved;
-
-	if (as_user && (!(pw = getpwuid(uid)) || setegid(pw->pw_gid) < 0 ||
-			seteuid(uid) < 0)) {
-		if (pw)
-			setegid(0);
-		return -1;
-	}
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-	saved = errno;
-	if (as_user && (seteuid(0) < 0 || setegid(0) < 0)) {
-		/* Never go on half root. */
-		helper_error("cannot return to root's rights: %s",
-			     strerror(errno));
-		_exit(1);
-	}
-	if (fd >= 0 && (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
-			st->st_uid != uid)) {
-		close(fd);
-		fd = -1;
-		saved = EPERM;
-	}
-	errno = saved;
-	return fd;
-}
-
 /* Copy the flight recorder's dumps where they can be read from here
  * (a shared file system), with their own permissions; NAMES those that
- * could. UID: the step's user, whose files alone are copied. */
-static size_t copy_dumps(const struct collection *col, const char *dir,
-			 uid_t uid)
+ * could: regular files of this user's, not links. */
+static size_t copy_dumps(const struct collection *col, const char *dir)
 {
 	size_t copied = 0;
 
@@ -601,9 +564,15 @@ static size_t copy_dumps(const struct collection *col, const char *dir,
 			     base ? base + 1 : col->dumps[i]);
 		if (k < 0 || (size_t)k >= sizeof(path))
 			continue;
-		from = open_as_step_user(col->dumps[i], uid, &st);
+		from = open(col->dumps[i], O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
+			    O_CLOEXEC);
 		if (from < 0)
 			continue;
+		if (fstat(from, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != getuid()) {
+			close(from);
+			continue;
+		}
 		to = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
 			  O_CLOEXEC, st.st_mode & 0644);
 		while (to >= 0 && (n = read(from, buf, sizeof(buf))) > 0)
@@ -890,6 +859,10 @@ int cmd_stacks(int argc, char **argv)
 	}
 	if (find_step(step_arg, step, &nodes, uid, sizeof(uid)) != 0)
 		goto out;
+	/* An administrator's look: Slurm lets only the job's user start a
+	 * step in it, and nothing here needs more than that user's rights. */
+	if (stacks_become_user(uid) < 0)
+		goto out;
 	if (dt_hostlist_parse(nodes, &hl, err, sizeof(err)) < 0 ||
 	    dt_hostlist_count(hl) == 0) {
 		helper_error("squeue gave step %s the node list '%s', which "
@@ -954,8 +927,7 @@ int cmd_stacks(int argc, char **argv)
 	snprintf(want, sizeof(want), "dist-train-%s.stacks", step);
 	if (make_folder(out_dir, want, dir, sizeof(dir)) < 0)
 		goto out;
-	rc = summarize(&col, step, dir,
-		       copy_dumps(&col, dir, (uid_t)strtoul(uid, NULL, 10)));
+	rc = summarize(&col, step, dir, copy_dumps(&col, dir));
 out:
 	free_collection(&col);
 	free(c.out);

@@ -7,12 +7,20 @@
 #define DIST_TRAIN_STACKS_H
 
 /*
+ * Run as root, become UID_TEXT (the step's user, as slurmctld names it)
+ * for good: everything after is done with that user's rights, so that
+ * nothing a process of the step names (a descriptor, a dump's path, a
+ * folder) is opened or written as root, and only that user's processes
+ * are seen. Run as another user, nothing. 0, or -1 after saying why.
+ */
+int stacks_become_user(const char *uid_text);
+
+/*
  * Ask this node's processes of STEP ("JOB.STEP"), this user's only, for
  * their stacks, waiting up to WAIT_MS for them, and print the records on
  * stdout, every byte of the step's text that is not printable as '?'.
- * Started as root (an administrator's `stacks`), it first becomes
- * STEP_UID, the step's user as slurmctld names it, and does nothing as
- * root. Returns 0, or 1 when this node could not be searched.
+ * Started as root, it first becomes STEP_UID (stacks_become_user).
+ * Returns 0, or 1 when this node could not be searched.
  */
 int stacks_collect(const char *step, const char *step_uid, unsigned wait_ms);
 

@@ -453,13 +453,7 @@ static void print_flight_recorder(const char *dir, const char *step)
 	closedir(folder);
 }
 
-/*
- * As root, become UID_TEXT (the step's user, from slurmctld) for good:
- * everything after is done with that user's rights, so that nothing a
- * process of the step names (a descriptor, a dump's path, a folder) is
- * opened or written as root. 0, or -1 after saying why.
- */
-static int become_step_user(const char *uid_text)
+int stacks_become_user(const char *uid_text)
 {
 	struct passwd *pw;
 	char *end;
@@ -471,10 +465,9 @@ static int become_step_user(const char *uid_text)
 	uid = uid_text ? strtoul(uid_text, &end, 10) : 0;
 	if (!uid_text || errno || *end || end == uid_text || uid == 0 ||
 	    uid > 0x7fffffffUL) {
-		helper_error("run as root, the collector needs the step's "
-			     "user (not root) from slurmctld; run '"
-			     DT_NAME " stacks JOB.STEP' itself, not its "
-			     "--collect part");
+		helper_error("run as root, this needs the step's user (not "
+			     "root) from slurmctld; run '" DT_NAME " stacks "
+			     "JOB.STEP' itself, not its --collect part");
 		return -1;
 	}
 	pw = getpwuid((uid_t)uid);
@@ -501,7 +494,7 @@ int stacks_collect(const char *step, const char *step_uid, unsigned wait_ms)
 	DIR *proc = NULL;
 	int rc = 1;
 
-	if (become_step_user(step_uid) < 0)
+	if (stacks_become_user(step_uid) < 0)
 		goto out;
 	if (!procs) {
 		helper_error("out of memory");

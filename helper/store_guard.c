@@ -118,17 +118,14 @@ static int diag_address(const struct sockaddr_storage *a, __be32 out[4],
 
 /* Whether the kernel's answer M is the socket asked for in ASK: the exact
  * lookup falls back to a listening socket on the asked source port (a
- * remote client's port that a local server listens on). */
+ * remote client's port that a local server listens on). Its addresses
+ * may be written as IPv6 (a dual-stack socket) where ASK's are IPv4. */
 static bool is_asked(const struct inet_diag_msg *m,
 		     const struct inet_diag_req_v2 *ask)
 {
 	return m->idiag_state != TCP_LISTEN &&
 	       m->id.idiag_sport == ask->id.idiag_sport &&
-	       m->id.idiag_dport == ask->id.idiag_dport &&
-	       !memcmp(m->id.idiag_src, ask->id.idiag_src,
-		       sizeof(m->id.idiag_src)) &&
-	       !memcmp(m->id.idiag_dst, ask->id.idiag_dst,
-		       sizeof(m->id.idiag_dst));
+	       m->id.idiag_dport == ask->id.idiag_dport;
 }
 
 /*
