@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 13
+plan 17
 
 # The command as the nodes have it (dt-cluster installs it on their PATH):
 # it starts itself on them by its own path.
@@ -110,6 +110,60 @@ check "... then the 7 others, in collective 42" \
 	      grep -qE "^  7 ranks \(0-4,6-7\): #42 nccl:all_reduce started, process group 0 \(default_pg\)$"' || show_stacks
 SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
 wait $runner
+
+# A dump path the program sets itself (TORCH_FR_DUMP_TEMP_FILE in its
+# environment, not the hook's) is where the dumps are looked for.
+rm -f "$JOBS"/own-fr-*
+bg_step -N4 -n8 --export=ALL,TORCH_FR_DUMP_TEMP_FILE=$JOBS/own-fr- --dist-train python3 ./fr_mock.py
+sleep 1
+stacks "$step_now"
+check "a flight recorder path the program set itself is found: rank 5 first" \
+	eval 'grep -A1 "^NCCL flight recorder, each rank.s newest collective" "$JOBS/.stacks" |
+	      grep -qE "^  rank 5 \(n[0-9]+, pid [0-9]+\): #41 nccl:all_reduce completed" &&
+	      test -s "$JOBS/own-fr-5"' || show_stacks
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
+wait $runner
+
+# dist-train stacks run by root, the step's user its attacker: a record
+# folder whose name forges a record naming a root-only file (the folders
+# of that name are the user's, the file at the forged path is root's), and
+# a process of another user that claims the step. Root copies nothing of
+# root's, and collects only the step's user's processes.
+OTHER=${DT_TEST_OTHER_USER:-dtother}
+id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER"
+secret_dir=$DT_CLUSTER_DIR/root-only
+rm -rf "$secret_dir" && install -d -m 0755 "$secret_dir"
+job_file forge.sh <<EOF
+#!/bin/sh
+# The rank's own environment, as /proc shows it to the collector.
+dir="\$(printf '%s/forged\nF %s' "\$PWD" "$secret_dir")"
+mkdir -p "\$dir" && : > "\$dir/dist-train-\$SLURM_JOB_ID.\$SLURM_STEP_ID.nccl-rank-0"
+export SLURM_DIST_TRAIN_RECORD_DIR="\$dir"
+exec python3 ./hang.py
+EOF
+rm -rf "$JOBS"/forged*
+bg_step -N2 -n4 --export=ALL,STUCK=3 --dist-train ./forge.sh
+sleep 2
+printf 'root only\n' > "$secret_dir/dist-train-$step_now.nccl-rank-0"
+chmod 0600 "$secret_dir/dist-train-$step_now.nccl-rank-0"
+SLURMD_NODENAME=n1 DIST_TRAIN_STEP=$step_now RANK=7 WORLD_SIZE=4 \
+	runuser -u "$OTHER" -- python3 -c 'import time; time.sleep(60)' &
+impostor=$!
+rm -rf "$JOBS/root-stacks"
+(cd "$JOBS" && SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf timeout -k 5 90 \
+	"$STACKS" stacks -o "$JOBS/root-stacks" "$step_now") > "$JOBS/.stacks" 2>&1
+rc=$?
+kill $impostor 2>/dev/null
+check "stacks run by root: the step's ranks, rank 3 first" \
+	eval '[ $rc = 0 ] && sed -n 2p "$JOBS/.stacks" | grep -qE "^  rank 3 \(n[0-9]+, pid [0-9]+\): .*in stuck_in_data_loader$"' || show_stacks
+check "... no process of another user that claims the step is collected" \
+	eval '! grep -q "rank 7" "$JOBS/.stacks" && ! ls "$JOBS/root-stacks" | grep -q "rank-7"' || show_stacks
+check "... and no root-only file is copied through a forged record" \
+	eval '! grep -rqs "root only" "$JOBS/root-stacks"' ||
+	{ show_stacks; diag "$(ls -l "$JOBS/root-stacks")"; }
+SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
+wait $runner
+rm -rf "$secret_dir" "$JOBS"/forged*
 
 # torchrun mode: the workers are the ranks; the agents have none.
 bg_step -N2 --ntasks-per-node=1 --export=ALL,STUCK=3 \
