@@ -78,13 +78,20 @@ static int check_chain(const char *setting, const char *path,
 	}
 }
 
+/* How many links in a row a path may go through, as the kernel allows. */
+#define LINKS_MAX 40
+
 /* PATH, SETTING's value SHOWN or a folder of it, as dt_admin_path_check
- * says. */
+ * says; DEPTH: the links followed to get here. */
 static int check_as(const char *setting, const char *path, const char *shown,
-		    char *err, size_t errlen)
+		    int depth, char *err, size_t errlen)
 {
-	char resolved[PATH_MAX], existing[PATH_MAX];
+	char resolved[PATH_MAX], existing[PATH_MAX], next[PATH_MAX];
+	char target[PATH_MAX], leads[PATH_MAX];
 	bool linked = false, ignored = false;
+	const char *rest;
+	size_t first;
+	ssize_t n;
 
 	if (path[0] != '/') {
 		dt_errf(err, errlen, "%s=%s: not an absolute path: give one that "
@@ -110,13 +117,42 @@ static int check_as(const char *setting, const char *path, const char *shown,
 			return 0;
 		*slash = '\0';
 	}
-	return check_chain(setting, resolved, shown, &ignored, err, errlen);
+	if (check_chain(setting, resolved, shown, &ignored, err, errlen) < 0)
+		return -1;
+	/* The first missing component may be a link that leads nowhere yet:
+	 * whoever may write where it leads could make the file later, so
+	 * the folders there are checked too. */
+	rest = path + strlen(existing);
+	if (rest[0] != '/')
+		return 0;
+	first = strcspn(rest + 1, "/");
+	if (snprintf(next, sizeof(next), "%s/%.*s", strcmp(resolved, "/") ?
+		     resolved : "", (int)first, rest + 1) >= (int)sizeof(next))
+		return 0;
+	n = readlink(next, target, sizeof(target) - 1);
+	if (n <= 0)
+		return 0;	/* missing, and under root's folders */
+	target[n] = '\0';
+	if (depth >= LINKS_MAX) {
+		dt_errf(err, errlen, "%s=%s: too many links in a row at %s: "
+			FIX, setting, shown, next);
+		return -1;
+	}
+	if (snprintf(leads, sizeof(leads), "%s%s%s%s",
+		     target[0] == '/' ? "" : resolved,
+		     target[0] == '/' || !strcmp(resolved, "/") ? "" : "/",
+		     target, rest + 1 + first) >= (int)sizeof(leads)) {
+		dt_errf(err, errlen, "%s=%s: the path is too long: give a "
+			"shorter one", setting, shown);
+		return -1;
+	}
+	return check_as(setting, leads, shown, depth + 1, err, errlen);
 }
 
 int dt_admin_path_check(const char *setting, const char *path, char *err,
 			size_t errlen)
 {
-	return check_as(setting, path, path, err, errlen);
+	return check_as(setting, path, path, 0, err, errlen);
 }
 
 int dt_admin_paths_check(const struct dt_config *cfg, char *err,
@@ -136,7 +172,7 @@ int dt_admin_paths_check(const struct dt_config *cfg, char *err,
 	if (slash) {
 		snprintf(hook, sizeof(hook), "%.*s/python/sitecustomize.py",
 			 (int)(slash - cfg->worker_lib), cfg->worker_lib);
-		if (check_as("worker-lib", hook, cfg->worker_lib, err,
+		if (check_as("worker-lib", hook, cfg->worker_lib, 0, err,
 			     errlen) < 0)
 			return -1;
 	}
@@ -149,8 +185,8 @@ int dt_admin_paths_check(const struct dt_config *cfg, char *err,
 	if (strrchr(cache_dir, '/'))
 		*strrchr(cache_dir, '/') = '\0';
 	if (cache_dir[0] &&
-	    check_as("topology-cache", cache_dir, cfg->topology_cache, err,
-		     errlen) < 0)
+	    check_as("topology-cache", cache_dir, cfg->topology_cache, 0,
+		     err, errlen) < 0)
 		return -1;
 	return 0;
 }

@@ -61,14 +61,18 @@ static void make_tree(void)
 	fd = open(at("group/tool"), O_WRONLY | O_CREAT, 0755);
 	close(fd);
 	if (symlink(at("group"), at("link")) < 0 ||
-	    symlink(at("bin"), at("good-link")) < 0)
+	    symlink(at("bin"), at("good-link")) < 0 ||
+	    symlink(at("user/later"), at("bin/dangling")) < 0 ||
+	    symlink("missing", at("bin/dangling-here")) < 0 ||
+	    symlink(at("bin/dangling"), at("bin/dangling-twice")) < 0)
 		CU_FAIL("symlink");
 }
 
 static void remove_tree(void)
 {
 	const char *files[] = { "bin/tool", "bin/open", "group/tool", "link",
-				"good-link" };
+				"good-link", "bin/dangling", "bin/dangling-here",
+				"bin/dangling-twice" };
 	const char *dirs[] = { "bin", "group", "sticky", "user", "made" };
 
 	if (!have_tree())
@@ -128,6 +132,14 @@ static void test_root_tree(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "group can be written by others "
 				      "than root"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "link/tool: "));
+	/* A link to a file not made yet, in a folder a user owns: the user
+	 * could make it later. Through two links too; one that leads to a
+	 * missing file in root's own folder is fine. */
+	CU_ASSERT_EQUAL(check(at("bin/dangling")), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "user belongs to uid 65534"));
+	CU_ASSERT_EQUAL(check(at("bin/dangling-twice")), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "user belongs to uid 65534"));
+	CU_ASSERT_EQUAL(check(at("bin/dangling-here")), 0);
 }
 
 static void test_all_settings(void)
