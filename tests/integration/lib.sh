@@ -271,7 +271,7 @@ bg_step() {
 # torch), and each line is "NAME USER WAY [HOST]" (store_guard.py raw).
 GUARD=$JOBS/guard
 guarded_step() {
-	local host=$1 intruders=$2 name user node runner mode=job
+	local host=$1 intruders=$2 name user node runner mode=job raw
 	shift 2
 	[ "${GUARD_RAW:-0}" = 1 ] && mode=raw-job
 	rm -rf "$GUARD"
@@ -285,18 +285,27 @@ guarded_step() {
 		[ -e "$GUARD/store-up" ] || ! kill -0 $runner 2>/dev/null && break
 		sleep 0.1
 	done
+	raw=()
 	while read -r name user node; do
 		[ -n "$name" ] && [ -e "$GUARD/store-up" ] || continue
 		if [ $mode = raw-job ]; then
+			# Each waits, connected, until the store accepts.
 			runuser -u "$user" -- python3 "$JOBS/store_guard.py" raw \
-				"$GUARD" "$name" $node
+				"$GUARD" "$name" $node >> "$GUARD/intrude.log" \
+				2>> "$GUARD/intrude.err" &
+			raw+=($!)
 		else
 			${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
 				python3 "$JOBS/store_guard.py" intrude "$GUARD" "$name" \
-				"$host"
-		fi >> "$GUARD/intrude.log" 2>> "$GUARD/intrude.err"
+				"$host" >> "$GUARD/intrude.log" 2>> "$GUARD/intrude.err"
+		fi
 	done <<< "$intruders"
+	for _ in $(seq 300); do
+		[ "$(grep -c ' sent$' "$GUARD/intrude.log" 2>/dev/null)" -ge ${#raw[@]} ] && break
+		sleep 0.1
+	done
 	touch "$GUARD/intruded"
+	[ ${#raw[@]} = 0 ] || wait "${raw[@]}"
 	wait $runner
 }
 

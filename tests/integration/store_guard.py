@@ -21,7 +21,8 @@
 #     One connection to HOST at the store's port that sends NAME, made
 #     WAY: plain; bound (SO_BINDTODEVICE "lo", which any user may set);
 #     linger (closed with a reset right after sending). HOST%IFNAME: a
-#     link-local address. Prints "RAW NAME WAY sent".
+#     link-local address. Prints "RAW NAME WAY sent" once sent, then
+#     (but linger) keeps the connection until the store closes it.
 import datetime
 import os
 import pathlib
@@ -78,8 +79,18 @@ elif mode == "raw":
     if way == "linger":
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                         struct.pack("ii", 1, 0))
-    conn.close()
+        conn.close()
     print(f"RAW {name} {way} sent", flush=True)
+    if way != "linger":
+        # Open until the store closes it (refused, or read), as a client
+        # waiting for its answer: a socket closed first is refused
+        # unread, whoever's it was.
+        conn.settimeout(150)
+        try:
+            conn.recv(1)
+        except OSError:
+            pass
+        conn.close()
 elif mode == "job":
     import torch
     import torch.distributed as dist
