@@ -49,9 +49,17 @@ for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 		missing+=("$p")
 done
+# apt-get, one at a time among the project's scripts (tests/stacks.sh
+# makes the stack roots while this runs), and waiting for dpkg's own lock
+# rather than failing on it.
+apt_get() {
+	flock -w 900 /run/lock/dist-train-apt.lock \
+		apt-get -o DPkg::Lock::Timeout=900 "$@"
+}
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "install-deps: installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	mkdir -p /run/lock
+	apt_get update -q
+	apt_get install -y -q --no-install-recommends "${missing[@]}"
 fi

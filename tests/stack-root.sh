@@ -38,6 +38,14 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "stack-root: $*" >&2; exit 1; }
 say() { echo "stack-root: $*" >&2; }
+# This machine's apt-get, one at a time among the project's scripts (the
+# roots are made at once, beside contrib/install-deps.sh), waiting for
+# dpkg's own lock rather than failing on it.
+host_apt_get() {
+	mkdir -p /run/lock
+	DEBIAN_FRONTEND=noninteractive flock -w 900 /run/lock/dist-train-apt.lock \
+		apt-get -o DPkg::Lock::Timeout=900 "$@"
+}
 
 # The Debian archive this machine's apt sources name (its main suite, not
 # security or updates), so that the repository names no package host.
@@ -50,7 +58,7 @@ MIRROR=${DT_STACK_MIRROR:-}
 if [ -z "$MIRROR" ]; then
 	MIRROR=$(apt_archive)
 	if [ -z "$MIRROR" ]; then
-		apt-get update -q >/dev/null 2>&1 || true
+		host_apt_get update -q >/dev/null 2>&1 || true
 		MIRROR=$(apt_archive)
 	fi
 fi
@@ -164,9 +172,9 @@ cmd_prepare() {
 	[ "$(id -u)" = 0 ] || die "prepare needs root (debootstrap, chroot)"
 	command -v debootstrap >/dev/null || {
 		say "installing debootstrap"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null ||
-			{ apt-get update -q >/dev/null &&
-			  DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null; } ||
+		host_apt_get install -y -q debootstrap >/dev/null ||
+			{ host_apt_get update -q >/dev/null &&
+			  host_apt_get install -y -q debootstrap >/dev/null; } ||
 			die "cannot install debootstrap"
 	}
 	mkdir -p "$CACHE"
