@@ -4,7 +4,10 @@
  * integers, floats, booleans and None, with the memo. Anything else
  * (classes, calls, extensions) ends the read. Every value, container
  * item and memo slot comes from at least one byte of the dump, so what
- * it holds is bounded by the dump's size.
+ * it holds grows with the dump's size, but not within a few times of it:
+ * a value takes 56 bytes, and a dump of one-byte values costs about 65
+ * times its size (4.1 GB for the 64 MiB that dist-train stacks reads at
+ * most, as the job's user).
  */
 #include "config.h"
 
