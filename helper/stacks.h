@@ -11,7 +11,8 @@
  * for good: everything after is done with that user's rights, so that
  * nothing a process of the step names (a descriptor, a dump's path, a
  * folder) is opened or written as root, and only that user's processes
- * are seen. Run as another user, nothing. 0, or -1 after saying why.
+ * are seen. Run as another user, or for root's own job, nothing. 0, or
+ * -1 after saying why.
  */
 int stacks_become_user(const char *uid_text);
 

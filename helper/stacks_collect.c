@@ -463,13 +463,15 @@ int stacks_become_user(const char *uid_text)
 		return 0;	/* the user's own: the kernel checks the rest */
 	errno = 0;
 	uid = uid_text ? strtoul(uid_text, &end, 10) : 0;
-	if (!uid_text || errno || *end || end == uid_text || uid == 0 ||
+	if (!uid_text || errno || *end || end == uid_text ||
 	    uid > 0x7fffffffUL) {
-		helper_error("run as root, this needs the step's user (not "
-			     "root) from slurmctld; run '" DT_NAME " stacks "
-			     "JOB.STEP' itself, not its --collect part");
+		helper_error("run as root, this needs the step's user from "
+			     "slurmctld; run '" DT_NAME " stacks JOB.STEP' "
+			     "itself, not its --collect part");
 		return -1;
 	}
+	if (uid == 0)
+		return 0;	/* root's own job */
 	pw = getpwuid((uid_t)uid);
 	if (!pw || setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 ||
 	    setuid((uid_t)uid) < 0 || getuid() != (uid_t)uid ||

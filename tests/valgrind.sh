@@ -22,9 +22,12 @@ step_env=(SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1
 # (helper/stacks_collect.c) would, labelled.
 fake=$(mktemp -d)
 trap 'rm -rf "$fake"' EXIT
+# The job is this user's: run as root, the command becomes the job's
+# user, which needs no change then.
 cat > "$fake/squeue" <<'EOF'
 #!/bin/sh
-printf '7.batch n1\n7.extern n[1-2]\n7.0 n[1-2]\n'
+u=$(id -u)
+printf '7.batch %s n1\n7.extern %s n[1-2]\n7.0 %s n[1-2]\n' "$u" "$u" "$u"
 EOF
 cat > "$fake/srun" <<'EOF'
 #!/bin/sh
@@ -66,7 +69,7 @@ cases=(
 	"slurm|0|stacks -o $fake/out 7"
 	"slurm|1|stacks 7.9"
 	"none|1|stacks 12x"
-	"step|0|stacks --collect 42.0"
+	"step|0|stacks --collect 42.0 $(id -u)"
 	"none|2|bogus"
 	"none|0|version"
 )
