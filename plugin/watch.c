@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -158,24 +159,32 @@ static bool stopped_by_slurm(const char **by, const char **ended)
 }
 
 /* The most nodes asked about after a node failure, one call each, and
- * how long srun may spend asking: slurmctld may be slow to answer. */
+ * how long srun may spend asking: slurmctld may be slow to answer, and
+ * each call may wait for Slurm's MessageTimeout. */
 #define LOST_NODES_ASKED 64
 #define LOST_NODES_MS 5000
 
+/* Shared by srun's thread and the one that asks; freed by the last. */
 struct lost_search {
 	__typeof__(slurm_load_node_single) *load;
 	__typeof__(slurm_free_node_info_msg) *release;
+	struct dt_hostlist *nodes;
+	char (*heard)[DT_EXIT_NODE_MAX];	/* nodes whose tasks reported */
+	size_t nheard;
 	char list[DT_LOST_NODES_MAX];
 	size_t used;
 	unsigned asked;
 	unsigned long long deadline;	/* now_ms() */
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	bool done, abandoned;
 };
 
 /* Whether some task of NAME reported its end: then it was not lost. */
-static bool heard_from(const char *name)
+static bool heard_from(const struct lost_search *s, const char *name)
 {
-	for (uint32_t i = 0; i < watch.tally.n_exited; i++)
-		if (!strcmp(watch.tally.exits[i].node, name))
+	for (size_t i = 0; i < s->nheard; i++)
+		if (!strcmp(s->heard[i], name))
 			return true;
 	return false;
 }
@@ -198,7 +207,7 @@ static int ask_node(const char *name, size_t len, void *arg)
 	for (size_t i = 0; i < len; i++)
 		if (!isalnum((unsigned char)node[i]) && !strchr("._-", node[i]))
 			return 0;
-	if (heard_from(node))
+	if (heard_from(s, node))
 		return 0;
 	s->asked++;
 	if (s->load(&msg, node, SHOW_ALL) == 0 && msg &&
@@ -219,33 +228,96 @@ static int ask_node(const char *name, size_t len, void *arg)
 	return 0;
 }
 
+static void free_search(struct lost_search *s)
+{
+	dt_hostlist_free(s->nodes);
+	free(s->heard);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->done_cond);
+	free(s);
+}
+
+/* The asking thread: it may block in Slurm's calls past srun's wait,
+ * which then goes on without it. */
+static void *search_lost(void *arg)
+{
+	struct lost_search *s = arg;
+	bool abandoned;
+
+	dt_hostlist_foreach(s->nodes, ask_node, s);
+	pthread_mutex_lock(&s->lock);
+	s->done = true;
+	abandoned = s->abandoned;
+	pthread_cond_signal(&s->done_cond);
+	pthread_mutex_unlock(&s->lock);
+	if (abandoned)
+		free_search(s);
+	return NULL;
+}
+
 /*
  * After a node failure: which of the allocation's nodes, none of whose
  * tasks reported an end, Slurm now has down or not responding; their
  * tasks' records never come, as slurmstepd went with the node. The
  * allocation's list is srun's, as it was at the start: slurmctld takes
- * a failed node out of the job's own.
+ * a failed node out of the job's own. At most LOST_NODES_MS in all,
+ * however long each of Slurm's calls waits.
  */
 static void find_lost_nodes(void)
 {
 	const char *allocation = getenv("SLURM_JOB_NODELIST");
-	struct lost_search search = { .deadline = now_ms() + LOST_NODES_MS };
-	struct dt_hostlist *nodes = NULL;
+	struct lost_search *s = calloc(1, sizeof(*s));
+	pthread_condattr_t attr;
+	struct timespec until;
+	pthread_t thread;
 	char err[128];
+	bool done;
 
 	if (!allocation)
 		allocation = getenv("SLURM_NODELIST");
-	*(void **)&search.load = dlsym(RTLD_DEFAULT, "slurm_load_node_single");
-	*(void **)&search.release = dlsym(RTLD_DEFAULT,
-					  "slurm_free_node_info_msg");
-	if (!allocation || !search.load || !search.release ||
-	    dt_hostlist_parse_capped(allocation, 65536, &nodes, err,
-				     sizeof(err)) != 0)
+	if (!s)
 		return;
-	dt_hostlist_foreach(nodes, ask_node, &search);
-	dt_hostlist_free(nodes);
-	if (search.used)
-		dt_exit_tally_lost_nodes(&watch.tally, search.list);
+	*(void **)&s->load = dlsym(RTLD_DEFAULT, "slurm_load_node_single");
+	*(void **)&s->release = dlsym(RTLD_DEFAULT,
+				      "slurm_free_node_info_msg");
+	s->heard = calloc(watch.tally.n_exited ? watch.tally.n_exited : 1,
+			  sizeof(*s->heard));
+	if (!allocation || !s->load || !s->release || !s->heard ||
+	    dt_hostlist_parse_capped(allocation, 65536, &s->nodes, err,
+				     sizeof(err)) != 0) {
+		dt_hostlist_free(s->nodes);
+		free(s->heard);
+		free(s);
+		return;
+	}
+	for (uint32_t i = 0; i < watch.tally.n_exited; i++)
+		memcpy(s->heard[s->nheard++], watch.tally.exits[i].node,
+		       sizeof(s->heard[0]));
+	s->deadline = now_ms() + LOST_NODES_MS;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->done_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_mutex_init(&s->lock, NULL);
+	if (pthread_create(&thread, NULL, search_lost, s) != 0) {
+		free_search(s);
+		return;
+	}
+	pthread_detach(thread);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += LOST_NODES_MS / 1000;
+	pthread_mutex_lock(&s->lock);
+	while (!s->done &&
+	       pthread_cond_timedwait(&s->done_cond, &s->lock, &until) == 0)
+		;
+	done = s->done;
+	s->abandoned = !done;
+	pthread_mutex_unlock(&s->lock);
+	if (!done)
+		return;		/* the thread frees it */
+	if (s->used)
+		dt_exit_tally_lost_nodes(&watch.tally, s->list);
+	free_search(s);
 }
 
 static void say_cause(void)
@@ -259,21 +331,18 @@ static void say_cause(void)
 }
 
 /*
- * One connection's record, if it is one of this step's. The answer lets
- * its slurmstepd go on, and tell srun the task's end in Slurm's own way:
- * after this line, so that the cause comes first.
+ * One connection's record LINE, if it is one of this step's. The answer
+ * lets its slurmstepd go on, and tell srun the task's end in Slurm's own
+ * way: after this line, so that the cause comes first.
  */
-static void hear_one(int fd)
+static void hear_line(int fd, const char *line)
 {
-	char line[DT_EXIT_RECORD_MAX + 1];
 	struct dt_task_exit e;
 	const char *by, *ended;
 	bool had_first = watch.tally.have_first;
 	int verdict;
 
-	if (net_read_line(fd, now_ms() + RECORD_WAIT_MS, line,
-			  sizeof(line)) != 0 ||
-	    dt_exit_record_parse(watch.key, watch.step_text, line,
+	if (dt_exit_record_parse(watch.key, watch.step_text, line,
 				 strlen(line), &e) < 0) {
 		dt_log_debug("step %s: ignored a connection that sent no "
 			     "record of this step", watch.step_text);
@@ -288,55 +357,160 @@ static void hear_one(int fd)
 	}
 	if (verdict == 1)
 		say_cause();
+	/* One short line into an empty socket buffer: never waits. */
 	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
 	if (verdict == 1)
 		stop_step();
 }
 
-/* Every connection waiting now, without blocking. */
-static void hear_waiting(void)
-{
-	for (;;) {
-		struct pollfd p = { .fd = watch.listen_fd, .events = POLLIN };
-		int fd;
+/*
+ * The connections being heard, all at once: one that sends nothing holds
+ * only its slot, for RECORD_WAIT_MS, so that a flood of silent ones
+ * cannot make a node's record wait past its own deadline.
+ */
+#define CONNS_MAX 256
 
-		if (poll(&p, 1, 0) <= 0)
-			return;
-		fd = accept4(watch.listen_fd, NULL, NULL,
-			     SOCK_CLOEXEC | SOCK_NONBLOCK);
+struct conn {
+	int fd;			/* -1: a free slot */
+	unsigned long long deadline;
+	size_t used;
+	char line[DT_EXIT_RECORD_MAX + 1];
+};
+
+static struct conn conns[CONNS_MAX];
+
+static void conn_close(struct conn *c)
+{
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* The connections waiting now (at most a slot's worth a round), each
+ * into a slot; when all are taken, the one that has waited longest
+ * goes. */
+static void accept_waiting(void)
+{
+	for (size_t taken = 0; taken < CONNS_MAX; taken++) {
+		struct conn *slot = NULL;
+		int fd = accept4(watch.listen_fd, NULL, NULL,
+				 SOCK_CLOEXEC | SOCK_NONBLOCK);
+
 		if (fd < 0)
 			return;
-		hear_one(fd);
-		close(fd);
+		for (size_t i = 0; i < CONNS_MAX; i++) {
+			if (conns[i].fd < 0) {
+				slot = &conns[i];
+				break;
+			}
+			if (!slot || conns[i].deadline < slot->deadline)
+				slot = &conns[i];
+		}
+		if (slot->fd >= 0)
+			conn_close(slot);
+		slot->fd = fd;
+		slot->used = 0;
+		slot->deadline = now_ms() + RECORD_WAIT_MS;
 	}
+}
+
+/* What C has sent: its record once a whole line is in. */
+static void read_conn(struct conn *c)
+{
+	char *nl;
+	ssize_t n;
+
+	n = read(c->fd, c->line + c->used, sizeof(c->line) - 1 - c->used);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(c);
+		return;
+	}
+	c->used += (size_t)n;
+	c->line[c->used] = '\0';
+	nl = memchr(c->line, '\n', c->used);
+	if (!nl && c->used < sizeof(c->line) - 1)
+		return;
+	if (nl) {
+		*nl = '\0';
+		hear_line(c->fd, c->line);
+	}
+	conn_close(c);		/* one line each; a longer one is no record */
+}
+
+/* One round: wait up to WAIT_MS (-1: until something happens) for the
+ * listening socket, the open connections, and (WITH_WAKE) the wake pipe;
+ * true once woken. */
+static bool hear_round(int wait_ms, bool with_wake)
+{
+	struct pollfd p[CONNS_MAX + 2];
+	unsigned long long now = now_ms(), soonest = 0;
+	size_t n = 2;
+	int timeout = wait_ms;
+
+	p[0] = (struct pollfd){ .fd = watch.listen_fd, .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = with_wake ? watch.wake[0] : -1,
+				.events = POLLIN };
+	for (size_t i = 0; i < CONNS_MAX; i++) {
+		if (conns[i].fd < 0)
+			continue;
+		if (conns[i].deadline <= now) {
+			conn_close(&conns[i]);
+			continue;
+		}
+		if (!soonest || conns[i].deadline < soonest)
+			soonest = conns[i].deadline;
+		p[n++] = (struct pollfd){ .fd = conns[i].fd, .events = POLLIN };
+	}
+	if (soonest && (timeout < 0 || soonest - now < (unsigned)timeout))
+		timeout = (int)(soonest - now);
+	if (poll(p, n, timeout) < 0)
+		return false;
+	for (size_t i = 0, k = 2; i < CONNS_MAX && k < n; i++) {
+		if (conns[i].fd != p[k].fd)
+			continue;
+		if (p[k].revents)
+			read_conn(&conns[i]);
+		k++;
+	}
+	if (p[0].revents & POLLIN)
+		accept_waiting();
+	return p[1].revents != 0;
+}
+
+static bool any_open(void)
+{
+	for (size_t i = 0; i < CONNS_MAX; i++)
+		if (conns[i].fd >= 0)
+			return true;
+	return false;
 }
 
 static void *watch_loop(void *arg)
 {
+	unsigned long long until;
 	sigset_t all;
 
 	(void)arg;
 	/* srun's own threads take its signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = watch.listen_fd, .events = POLLIN },
-			{ .fd = watch.wake[0], .events = POLLIN },
-		};
-
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		if (p[0].revents & POLLIN)
-			hear_waiting();
-	}
-	/* The last tasks' records may still be queued. */
-	hear_waiting();
+	for (size_t i = 0; i < CONNS_MAX; i++)
+		conns[i].fd = -1;
+	/* accept_waiting takes what waits, and never waits itself. */
+	fcntl(watch.listen_fd, F_SETFL,
+	      fcntl(watch.listen_fd, F_GETFL) | O_NONBLOCK);
+	while (!hear_round(-1, true))
+		;
+	/* The last tasks' records may still be queued or on their way. */
+	accept_waiting();
+	until = now_ms() + RECORD_WAIT_MS;
+	for (unsigned long long now = now_ms(); any_open() && now < until;
+	     now = now_ms())
+		hear_round((int)(until - now), false);
+	for (size_t i = 0; i < CONNS_MAX; i++)
+		if (conns[i].fd >= 0)
+			conn_close(&conns[i]);
 	return NULL;
 }
 
