@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 21
+plan 22
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -195,6 +195,80 @@ wait $runner
 rc=$?
 check "forged records sent to srun's port ($forged): the step runs to its end, nothing stopped" \
 	eval '[ $rc = 0 ] && [ "$forged" = FORGED ] && ! grep -q "failed first" "$ERR"' || show_output
+
+# A flood of silent connections to srun's watch port, by another user,
+# held open while a rank fails: srun hears every connection at once (each
+# waits in a slot of its own), so the failed rank's record still stops the
+# step within seconds, and names it.
+OTHER=${DT_TEST_OTHER_USER:-dtother}
+id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER"
+job_file flood.py <<'EOF'
+#!/usr/bin/env python3
+import socket, sys, time
+port, count, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+held = []
+for _ in range(count):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+    except OSError:
+        time.sleep(0.01)
+print("FLOOD", len(held), flush=True)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    # Each silent one is closed by srun after its wait: open it again.
+    for i, s in enumerate(held):
+        try:
+            s.setblocking(False)
+            if s.recv(1) == b"":
+                raise OSError
+        except BlockingIOError:
+            continue
+        except OSError:
+            try:
+                held[i] = socket.create_connection(("127.0.0.1", port), timeout=2)
+            except OSError:
+                pass
+    try:
+        open(stop).close()
+        break
+    except OSError:
+        time.sleep(0.05)
+EOF
+job_file late_fail.sh <<'EOF'
+#!/bin/sh
+# Rank 0 says the step runs, rank 1 fails once the flood is on.
+[ "$SLURM_PROCID" = 0 ] && touch .late_started
+if [ "$SLURM_PROCID" = 1 ]; then
+	while [ ! -e .flooding ]; do sleep 0.1; done
+	sleep 1
+	exit 3
+fi
+exec sleep 90
+EOF
+rm -f "$JOBS/.late_started" "$JOBS/.flooding" "$JOBS/.flood_stop"
+start=$(date +%s)
+job_bg_out=$JOBS/.flood_out
+wait_jobs_completed
+timeout -k 10 150 "$DT_CLUSTER" run srun -N2 -n2 --dist-train ./late_fail.sh > "$OUT" 2> "$ERR" &
+runner=$!
+for _ in $(seq 300); do [ -e "$JOBS/.late_started" ] && break; sleep 0.1; done
+# srun's watch port: the job user's srun's one socket that listens for
+# IPv6 and IPv4 alike (Slurm's own listen for IPv4), found with ss.
+port=$(ss -H -ltnpe 2>/dev/null |
+	awk -v u="uid:$(id -u dttest) " 'index($0, "\"srun\"") && index($0, u) && /v6only:0/ {
+		n = split($4, a, ":"); print a[n]; exit }')
+runuser -u "$OTHER" -- python3 "$JOBS/flood.py" "${port:-0}" 300 "$JOBS/.flood_stop" > "$job_bg_out" 2>&1 &
+flooder=$!
+for _ in $(seq 300); do grep -q FLOOD "$job_bg_out" 2>/dev/null && break; sleep 0.1; done
+touch "$JOBS/.flooding"
+wait $runner
+took=$(( $(date +%s) - start ))
+touch "$JOBS/.flood_stop"
+wait $flooder
+diag "flood of srun's port ${port:-(not found)}: $(cat "$job_bg_out") connections held; the step took $took s"
+check "a flood of silent connections to srun's watch port: rank 1's failure still stops the step ($took s) and is named" \
+	eval 'grep -q "^FLOOD [1-9]" "$job_bg_out" && [ $took -lt 60 ] && grep -q "rank 1 failed first" "$ERR"' || show_output
+rm -f "$JOBS/.late_started" "$JOBS/.flooding" "$JOBS/.flood_stop"
 
 # NCCL's flight recorder, set up by the Python hook for a collective that
 # times out: dumps go to the step's record folder; the user's settings win.
