@@ -278,7 +278,7 @@ guarded_step() {
 	install -d -o "${DT_CLUSTER_USER:-dttest}" -m 0755 "$GUARD"
 	job_file store_guard.py < "$TOP_SRCDIR/tests/integration/store_guard.py"
 	wait_jobs_completed
-	timeout -k 10 240 "$DT_CLUSTER" run srun "$@" store_guard.py $mode \
+	timeout -k 10 300 "$DT_CLUSTER" run srun "$@" store_guard.py $mode \
 		"$GUARD" > "$OUT" 2> "$ERR" &
 	runner=$!
 	for _ in $(seq 1800); do

@@ -2,10 +2,10 @@
 #
 #   python3 store_guard.py job FOLDER
 #     Every rank joins gloo. Rank 0 writes FOLDER/store-up ("HOST PORT" of
-#     its store: torchrun's agents' where there is one) and waits for
-#     FOLDER/intruded (at most 120 s), so that the store is up while others
-#     try it. Then every rank uses the store again (store=served, or stuck
-#     after 60 s), and all_reduces.
+#     its store: torchrun's agents' where there is one); every rank waits
+#     for FOLDER/intruded (at most 180 s), so that the store is up while
+#     others try it. Then every rank uses the store again (store=served, or
+#     stuck after 60 s), and all_reduces.
 #   python3 store_guard.py intrude FOLDER NAME HOST
 #     torch's own store client, as any user could run it: connect to HOST
 #     at the store's port, then add to a key, 3 times. Prints
@@ -102,10 +102,12 @@ elif mode == "job":
         host, port = endpoint.rsplit(":", 1)
         (folder / "store-up.new").write_text(f"{host} {port}\n")
         (folder / "store-up.new").rename(folder / "store-up")
-        deadline = time.monotonic() + 120
-        while not (folder / "intruded").exists() and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
+    # Every rank waits for the intruders (each starts a Python with torch,
+    # slow on a busy machine), so that its 60 s below start after them.
+    deadline = time.monotonic() + 180
+    while not (folder / "intruded").exists() and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
     # The store still serves its ranks after turning the others away
     # (the last connection it saw may have been one it refused).
     store = dist.distributed_c10d._get_default_store()
