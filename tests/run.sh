@@ -150,7 +150,9 @@ failed_checks() {
 		[ -r "$trs" ] && grep -q -E '^:test-result: (FAIL|ERROR)' "$trs" || continue
 		echo "--- ${log#"$top"/}"
 		if grep -q '^not ok' "$log"; then
+			# The driver echoes each result (FAIL: ...) after it.
 			awk '/^not ok/ { n = 12; print; next }
+			     /^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS): / { next }
 			     n > 0 && /^#/ { print "    " $0; n--; next }
 			     { n = 0 }' "$log" | head -n 60
 		else
