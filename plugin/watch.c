@@ -464,8 +464,10 @@ static bool hear_round(int wait_ms, bool with_wake)
 	}
 	if (soonest && (timeout < 0 || soonest - now < (unsigned)timeout))
 		timeout = (int)(soonest - now);
+	/* A poll that keeps failing would spin: it ends the watch, as the
+	 * old loop did. */
 	if (poll(p, n, timeout) < 0)
-		return false;
+		return errno != EINTR;
 	for (size_t i = 0, k = 2; i < CONNS_MAX && k < n; i++) {
 		if (conns[i].fd != p[k].fd)
 			continue;
