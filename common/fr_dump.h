@@ -14,6 +14,15 @@
 
 #include <stddef.h>
 
+/* A longer dump is refused: a value's place in it must fit 29 bits. */
+#define DT_FR_DUMP_MAX (256u << 20)
+#define DT_FR_DUMP_MAX_TEXT "256 MiB"
+
+/* Values waiting outside a container at once (a list's items before its
+ * APPENDS): torch writes each list's items at once, and its longest,
+ * the entries, is 2,000 by default; a dump that holds more is refused. */
+#define DT_FR_DEPTH_MAX (1u << 20)
+
 /* Longest description kept; longer ones are cut. */
 #define DT_FR_NEWEST_MAX 256
 

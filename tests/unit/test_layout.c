@@ -371,17 +371,6 @@ static void test_pmix_cross_check(void)
 	dt_layout_free(&slurm);
 }
 
-/* The peak resident memory from now on (Linux 4.0 and later). */
-static void reset_peak_memory(void)
-{
-	FILE *f = fopen("/proc/self/clear_refs", "w");
-
-	if (f) {
-		fputs("5", f);
-		fclose(f);
-	}
-}
-
 /*
  * A node list within its bound is parsed no further than the step's node
  * count: a 4,000-node step may be given 324 kB of "a,a,...", 162,048

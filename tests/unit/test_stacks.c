@@ -1,6 +1,7 @@
 /* dist-train stacks: where each rank is, and the ranks grouped by it. */
 #include "config.h"
 
+#include <malloc.h>
 #include <string.h>
 
 #include "unit.h"
@@ -173,6 +174,127 @@ static void test_fr_refused(void)
 					     sizeof(out)), -1);
 }
 
+/* A shape of dump: HEAD, UNIT as often as it fits, then TAIL. */
+struct dump_shape {
+	const char *what;
+	const unsigned char *head, *unit, *tail;
+	size_t head_len, unit_len, tail_len;
+	const char *want;	/* in what the reader says */
+};
+
+/* Literals, whose NULs count. */
+#define DUMP_SHAPE(what, head, unit, tail, want)                          \
+	{ what, (const unsigned char *)(head), (const unsigned char *)(unit), \
+	  (const unsigned char *)(tail), sizeof(head) - 1, sizeof(unit) - 1, \
+	  sizeof(tail) - 1, want }
+
+/* A dump of LEN bytes of SHAPE; the caller frees it. */
+static unsigned char *dump_of(size_t len, const struct dump_shape *shape)
+{
+	unsigned char *bytes = malloc(len);
+	size_t at = shape->head_len;
+
+	if (!bytes)
+		return NULL;
+	memcpy(bytes, shape->head, shape->head_len);
+	for (; at + shape->unit_len + shape->tail_len <= len;
+	     at += shape->unit_len)
+		memcpy(bytes + at, shape->unit, shape->unit_len);
+	/* What is left over: PROTO 2 or NONE, which grow nothing. */
+	for (; at + shape->tail_len < len; at++)
+		bytes[at] = at + 1 + shape->tail_len < len ? 0x80 : 0x02;
+	memcpy(bytes + len - shape->tail_len, shape->tail, shape->tail_len);
+	return bytes;
+}
+
+/* How many times the dump's size the reader's peak grew by; the dump
+ * itself is made and touched before. */
+static double peak_per_byte(const unsigned char *bytes, size_t len,
+			    const char *want)
+{
+	char out[DT_FR_NEWEST_MAX];
+	long before;
+
+	reset_peak_memory();
+	before = peak_memory_kb();
+	dt_fr_newest(bytes, len, out, sizeof(out));
+	if (!strstr(out, want))
+		fprintf(stderr, "(it said '%s', not '%s') ", out, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+	return (peak_memory_kb() - before) * 1024.0 / (double)len;
+}
+
+/* The keys read, remembered in memo slots 0 to 5 and put out of the way
+ * in a list. */
+#define FR_KEYS                                                            \
+	"\x80\x02]\x8c\x07" "entries\x94" "a\x8c\x11" "collective_seq_id"  \
+	"\x94" "a\x8c\x0ap2p_seq_id\x94" "a\x8c\x0dprocess_group\x94" "a"  \
+	"\x8c\x0eprofiling_name\x94" "a\x8c\x05state\x94" "a"
+
+/* An entry as torch writes one, two frames too. */
+#define FR_ENTRY                                                           \
+	"}(\x8c\x11" "collective_seq_id" "K\x07"                           \
+	"\x8c\x0eprofiling_name\x8c\x0fnccl:all_reduce"                    \
+	"\x8c\x05state\x8c\x09" "completed"                                \
+	"\x8c\x06" "frames](}(\x8c\x04name\x8c\x07" "forward"              \
+	"\x8c\x08" "filename\x8c\x08train.py\x8c\x04lineK*u"               \
+	"}(\x8c\x04name\x8c\x04step\x8c\x08" "filename\x8c\x08train.py"    \
+	"\x8c\x04lineK\x09ueua"
+
+/*
+ * The reader's peak memory on 64 MiB dumps, one shaped as torch writes
+ * them and the others to cost the most per byte each in its way: at
+ * most about 4 times the dump (where keeping every value took 65 times,
+ * 4.1 GB). Not measured under AddressSanitizer, which keeps what is
+ * freed.
+ */
+static void test_fr_memory_bounded(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	const size_t len = 4u << 20;
+#else
+	const size_t len = 64u << 20;
+#endif
+	static const struct dump_shape shapes[] = {
+		DUMP_SHAPE("torch's", "\x80\x02}(\x8c\x07" "entries]", FR_ENTRY,
+			   "u.", "#7 nccl:all_reduce completed"),
+		DUMP_SHAPE("empty dicts", "\x80\x02]", "}a", ".",
+			   "no list of entries"),
+		DUMP_SHAPE("memo slots", "\x80\x02]N", "\x94", "a.",
+			   "no list of entries"),
+		DUMP_SHAPE("dicts of every key", FR_KEYS,
+			   "}(h\x00Nh\x01Nh\x02Nh\x03Nh\x04Nh\x05Nua", ".",
+			   "no list of entries"),
+		DUMP_SHAPE("pairs of strings", FR_KEYS, "h\x00h\x01\x86" "a", ".",
+			   "no list of entries"),
+		DUMP_SHAPE("values outside a container", "\x80\x02(", "N", ".",
+			   "too many values"),
+	};
+	unsigned char *bytes;
+	double times, most = 0;
+
+	/* Big blocks mapped and unmapped, as glibc does at first, so that
+	 * one shape's freed memory is neither counted nor reused by the
+	 * next. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(*shapes); i++) {
+		bytes = dump_of(len, &shapes[i]);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+		times = peak_per_byte(bytes, len, shapes[i].want);
+		if (i == 0)
+			fprintf(stderr, "(%zu MiB dumps: ", len >> 20);
+		fprintf(stderr, "%s%s x%.2f", i ? ", " : "", shapes[i].what,
+			times);
+		if (times > most)
+			most = times;
+		free(bytes);
+	}
+	fprintf(stderr, ") ");
+#ifndef __SANITIZE_ADDRESS__
+	CU_ASSERT(most <= 4.5);
+#endif
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_where_main_thread),
 	UNIT_TEST(test_where_last_dump),
@@ -183,6 +305,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_fr_torch),
 	UNIT_TEST(test_fr_python_pickles),
 	UNIT_TEST(test_fr_refused),
+	UNIT_TEST(test_fr_memory_bounded),
 };
 
 UNIT_MAIN("stacks", tests)
