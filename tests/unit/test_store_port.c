@@ -249,6 +249,26 @@ static void test_hold_guard(void)
 	close(atoi(dt_env_get(&env, DT_STORE_FD_ENV)));
 	dt_env_free(&env);
 
+	/* Kept: a list this step's barrier made stays; one the task
+	 * inherited (a step inside another step's rank 0) goes. */
+	memset(&env, 0, sizeof(env));
+	CU_ASSERT_EQUAL(dt_env_put(&env, DT_STORE_PEERS_ENV, "10.0.0.2",
+				   DT_ENV_SET), 0);
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, lib, 2, python,
+				      preloading, NULL, &env), 1);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, DT_STORE_PEERS_ENV),
+			       "10.0.0.2");
+	close(atoi(dt_env_get(&env, DT_STORE_FD_ENV)));
+	dt_env_free(&env);
+	memset(&env, 0, sizeof(env));
+	CU_ASSERT_EQUAL(dt_store_hold(-1, port, true, lib, 2, python,
+				      preloading, NULL, &env), 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dt_env_find(&env, DT_STORE_PEERS_ENV));
+	CU_ASSERT_EQUAL(dt_env_find(&env, DT_STORE_PEERS_ENV)->action,
+			DT_ENV_UNSET);
+	close(atoi(dt_env_get(&env, DT_STORE_FD_ENV)));
+	dt_env_free(&env);
+
 	/* Not kept: nothing preloaded, and no list for the program. */
 	memset(&env, 0, sizeof(env));
 	CU_ASSERT_EQUAL(dt_env_put(&env, DT_STORE_PEERS_ENV, "10.0.0.2",
