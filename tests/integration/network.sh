@@ -16,7 +16,7 @@ if ! { ip netns add dt-probe && ip netns del dt-probe &&
 fi
 export DT_CLUSTER_NETNS=1
 cluster_start
-plan 12
+plan 13
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 # What users write by hand, with a timeout short enough to see it fail.
@@ -48,6 +48,13 @@ check "by hand (MASTER_ADDR from scontrol show hostnames), gloo cannot connect t
 job srun -N4 -n8 --dist-train /usr/bin/python3 allreduce.py
 check "srun --dist-train: a gloo all_reduce across the 4 nodes" \
 	test "$(count_lines '^ALLREDUCE rank=[0-7] world=8 sum=28 ')" = 8 || show_output
+# A step started inside another step's rank 0 inherits that step's list
+# of proven addresses; without a barrier of its own (no PMIx, no check),
+# its store is guarded by owner alone, not by a list of other nodes.
+job srun -N2 -n2 --mpi=none --export=ALL,DIST_TRAIN_STORE_PEERS=10.77.0.254 \
+	--dist-train /usr/bin/python3 allreduce.py
+check "... also where the tasks inherit another step's DIST_TRAIN_STORE_PEERS: rank 1 on another node reaches the store" \
+	test "$(count_lines '^ALLREDUCE rank=[01] world=2 sum=1 ')" = 2 || show_output
 job srun -N4 -n8 --dist-train sh -c 'echo "IF $(hostname) $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
 check "... every task gets the interface towards the other nodes (eth0), also on rank 0's node" \
 	test "$(count_lines '^IF n[1-4] eth0 =eth0$')" = 8 || show_output
