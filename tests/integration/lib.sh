@@ -268,10 +268,11 @@ bg_step() {
 # DT_CLUSTER_NETNS=1) with torch's own client (store_guard.py intrude);
 # then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
 # intrude.err). GUARD_RAW=1: the program is store_guard.py raw-job (no
-# torch), and each line is "NAME USER WAY [HOST]" (store_guard.py raw).
+# torch), and each line is "NAME USER WAY HOST [NODE]" (store_guard.py
+# raw, from NODE's network).
 GUARD=$JOBS/guard
 guarded_step() {
-	local host=$1 intruders=$2 name user node runner mode=job raw
+	local host=$1 intruders=$2 name user node runner mode=job raw way address
 	shift 2
 	[ "${GUARD_RAW:-0}" = 1 ] && mode=raw-job
 	rm -rf "$GUARD"
@@ -290,8 +291,10 @@ guarded_step() {
 		[ -n "$name" ] && [ -e "$GUARD/store-up" ] || continue
 		if [ $mode = raw-job ]; then
 			# Each waits, connected, until the store accepts.
-			runuser -u "$user" -- python3 "$JOBS/store_guard.py" raw \
-				"$GUARD" "$name" $node >> "$GUARD/intrude.log" \
+			read -r way address node <<< "$node"
+			${node:+nsenter --net=/run/netns/dt-$node} runuser -u "$user" -- \
+				python3 "$JOBS/store_guard.py" raw "$GUARD" "$name" \
+				"$way" "$address" >> "$GUARD/intrude.log" \
 				2>> "$GUARD/intrude.err" &
 			raw+=($!)
 		else

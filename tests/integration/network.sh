@@ -16,7 +16,7 @@ if ! { ip netns add dt-probe && ip netns del dt-probe &&
 fi
 export DT_CLUSTER_NETNS=1
 cluster_start
-plan 13
+plan 15
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 # What users write by hand, with a timeout short enough to see it fail.
@@ -107,5 +107,29 @@ else
 	pmix_check "srun --mpi=pmix --dist-train: only the step's nodes reach rank 0's store" false
 fi
 guarded "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=torchrun torchrun
+
+# A rank on another node whose source port is one that a server of
+# another user listens on at rank 0's node: the kernel's lookup of the
+# rank's socket falls back to that listener, which is not the rank's.
+# With a barrier (n2 proved itself) and without (another node's address).
+LISTEN_PORT=23456
+nsenter --net=/run/netns/dt-n1 runuser -u "$OTHER" -- python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("", int(sys.argv[1])))
+s.listen()
+time.sleep(600)' $LISTEN_PORT &
+listener=$!
+for mode in default check; do
+	GUARD_RAW=1 guarded_step - "owner-n2 $OWNER port=$LISTEN_PORT 10.77.0.1 n2" \
+		-N2 -n2 -w n1,n2 --mpi=none \
+		"--dist-train$([ $mode = check ] && echo =check)" python3
+	rc=$?
+	diag "source port of a listener, $mode: $(cat "$GUARD/intrude.log" "$GUARD/intrude.err" "$OUT") (exit $rc)"
+	check "--dist-train$([ $mode = check ] && echo =check): a connection from n2 whose source port another user listens on at rank 0's node is read" \
+		eval '[ $rc = 0 ] && grep -qx "RAW read=owner-n2" "$OUT"' || show_output
+done
+kill $listener 2>/dev/null
+wait $listener 2>/dev/null
 
 finish

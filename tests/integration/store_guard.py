@@ -20,9 +20,10 @@
 #   python3 store_guard.py raw FOLDER NAME WAY HOST
 #     One connection to HOST at the store's port that sends NAME, made
 #     WAY: plain; bound (SO_BINDTODEVICE "lo", which any user may set);
-#     linger (closed with a reset right after sending). HOST%IFNAME: a
-#     link-local address. Prints "RAW NAME WAY sent" once sent, then
-#     (but linger) keeps the connection until the store closes it.
+#     linger (closed with a reset right after sending); port=P (from
+#     source port P). HOST%IFNAME: a link-local address. Prints "RAW NAME
+#     WAY sent" once sent, then (but linger) keeps the connection until
+#     the store closes it.
 import datetime
 import os
 import pathlib
@@ -74,6 +75,8 @@ elif mode == "raw":
         conn = socket.socket()
         if way == "bound":
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
+        elif way.startswith("port="):
+            conn.bind(("", int(way[5:])))
         conn.connect((host, port))
     conn.sendall(name.encode())
     if way == "linger":
