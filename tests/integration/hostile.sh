@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 24
+plan 25
 
 OTHER=${DT_TEST_OTHER_USER:-dtother}
 id "$OTHER" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$OTHER" ||
@@ -362,5 +362,17 @@ for mode in default check; do
 done
 [ -n "$linklocal" ] || diag "IPv6 is off here: no link-local address to try"
 ip link del dtll0 2>/dev/null
+
+# Where the kernel cannot be asked (here: the store ran out of
+# descriptors, so the guard cannot open its netlink socket; elsewhere: no
+# tcp_diag), a connection from rank 0's node is refused, the job's
+# user's too (the step's own ranks retry), and the program says so once.
+GUARD_RAW=1 GUARD_FULL=1 guarded_step - "owner ${DT_CLUSTER_USER:-dttest} plain 127.0.0.1
+other-plain $OTHER plain 127.0.0.1" -N2 -n2 --mpi=none --dist-train python3
+rc=$?
+diag "raw intruders, no descriptor left: $(tr '\n' ' ' < "$GUARD/intrude.log")$(head -c 300 "$GUARD/intrude.err") $(cat "$OUT") (exit $rc)"
+check "a store that cannot ask the kernel reads no connection from its node, and says once why and what to do" \
+	eval '[ $rc = 0 ] && [ "$(grep -c "^RAW .* sent$" "$GUARD/intrude.log")" = 2 ] && grep -qx "RAW read=" "$OUT" && [ "$(grep -c "because the kernel cannot say whose socket it is .*modprobe tcp_diag" "$ERR")" = 1 ]' ||
+	{ show_output; diag "$(cat "$GUARD/intrude.log" "$GUARD/intrude.err")"; }
 
 finish

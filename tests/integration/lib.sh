@@ -269,7 +269,8 @@ bg_step() {
 # then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
 # intrude.err). GUARD_RAW=1: the program is store_guard.py raw-job (no
 # torch), and each line is "NAME USER WAY HOST [NODE]" (store_guard.py
-# raw, from NODE's network).
+# raw, from NODE's network); GUARD_FULL=1 too: its store accepts with one
+# descriptor left (raw-job full).
 GUARD=$JOBS/guard
 guarded_step() {
 	local host=$1 intruders=$2 name user node runner mode=job raw way address
@@ -280,7 +281,7 @@ guarded_step() {
 	job_file store_guard.py < "$TOP_SRCDIR/tests/integration/store_guard.py"
 	wait_jobs_completed
 	timeout -k 10 300 "$DT_CLUSTER" run srun "$@" store_guard.py $mode \
-		"$GUARD" > "$OUT" 2> "$ERR" &
+		"$GUARD" ${GUARD_FULL:+full} > "$OUT" 2> "$ERR" &
 	runner=$!
 	for _ in $(seq 1800); do
 		[ -e "$GUARD/store-up" ] || ! kill -0 $runner 2>/dev/null && break

@@ -10,13 +10,15 @@
 #     torch's own store client, as any user could run it: connect to HOST
 #     at the store's port, then add to a key, 3 times. Prints
 #     "INTRUDE NAME tries=3 admitted=N (the last error)".
-#   python3 store_guard.py raw-job FOLDER
+#   python3 store_guard.py raw-job FOLDER [full]
 #     No torch: rank 0 takes the socket that holds its store's port
 #     (DIST_TRAIN_STORE_FD, as torch would), listens, writes FOLDER/store-up,
 #     and accepts nothing until FOLDER/intruded (at most 120 s), so that
 #     every connection waits in the backlog, as they would for a busy
 #     store. Then it accepts all and prints "RAW read=A,B,..." (what each
-#     admitted connection sent; "-": nothing).
+#     admitted connection sent; "-": nothing). full: it accepts with one
+#     descriptor left, as a store that ran out of them, so that the
+#     guard cannot ask the kernel whose a connection is.
 #   python3 store_guard.py raw FOLDER NAME WAY HOST
 #     One connection to HOST at the store's port that sends NAME, made
 #     WAY: plain; bound (SO_BINDTODEVICE "lo", which any user may set);
@@ -45,6 +47,13 @@ if mode == "raw-job":
                 time.monotonic() < deadline:
             time.sleep(0.05)
         server.settimeout(1.0)
+        fillers = []
+        if sys.argv[3:] == ["full"]:
+            try:
+                while True:
+                    fillers.append(os.open("/dev/null", os.O_RDONLY))
+            except OSError:
+                os.close(fillers.pop())
         read = []
         while True:
             try:
@@ -60,6 +69,8 @@ if mode == "raw-job":
                 pass
             read.append(data.decode(errors="replace") or "-")
             conn.close()
+        for fd in fillers:
+            os.close(fd)
         print(f"RAW read={','.join(sorted(read))}", flush=True)
 elif mode == "raw":
     import socket
