@@ -265,7 +265,7 @@ bg_step() {
 # and its arguments, to which "store_guard.py job $GUARD" is added) in the
 # background; once rank 0's store is up, each line "NAME USER [NODE]" of
 # INTRUDERS connects to it at HOST as USER (from NODE's network, with
-# DT_CLUSTER_NETNS=1) with torch's own client (store_guard.py intrude);
+# DT_CLUSTER_NETNS=1) with a client of torch's store (store_guard.py intrude);
 # then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
 # intrude.err). GUARD_RAW=1: the program is store_guard.py raw-job (no
 # torch), and each line is "NAME USER WAY HOST [NODE]" (store_guard.py

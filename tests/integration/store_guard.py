@@ -7,8 +7,8 @@
 #     others try it. Then every rank uses the store again (store=served, or
 #     stuck after 60 s), and all_reduces.
 #   python3 store_guard.py intrude FOLDER NAME HOST
-#     torch's own store client, as any user could run it: connect to HOST
-#     at the store's port, then add to a key, 3 times. Prints
+#     A client of torch's store, as any user could write one: connect to
+#     HOST at the store's port, then add to a key, 3 times. Prints
 #     "INTRUDE NAME tries=3 admitted=N (the last error)".
 #   python3 store_guard.py raw-job FOLDER [full]
 #     No torch: rank 0 takes the socket that holds its store's port
@@ -116,8 +116,8 @@ elif mode == "job":
         host, port = endpoint.rsplit(":", 1)
         (folder / "store-up.new").write_text(f"{host} {port}\n")
         (folder / "store-up.new").rename(folder / "store-up")
-    # Every rank waits for the intruders (each starts a Python with torch,
-    # slow on a busy machine), so that its 60 s below start after them.
+    # Every rank waits for the intruders (each starts a Python, slow on a
+    # busy machine), so that its 60 s below start after them.
     deadline = time.monotonic() + 180
     while not (folder / "intruded").exists() and \
             time.monotonic() < deadline:
@@ -138,30 +138,37 @@ elif mode == "job":
           f"store={'served' if served else 'stuck'}", flush=True)
     dist.destroy_process_group()
 else:
-    import torch.distributed as dist
+    import importlib.util
+    import re
+    import socket
+    import struct
 
+    # torch's store protocol (an ADD, and before it the validation that
+    # torch 2 sends on each connection), spoken without importing torch,
+    # which takes seconds on a busy machine; its version read from its
+    # files. 1.13 numbers ADD 3, later releases 4.
     name, host = sys.argv[3], sys.argv[4]
-    port = (folder / "store-up").read_text().split()[1]
+    port = int((folder / "store-up").read_text().split()[1])
+    torch_dir = pathlib.Path(importlib.util.find_spec("torch").origin).parent
+    major = int(re.search(r"__version__ = '(\d+)",
+                          (torch_dir / "version.py").read_text())[1])
+    key = b"/dist-train-intruder"
+    request = struct.pack("=BI", 0, 0x3C85F7CE) if major >= 2 else b""
+    request += struct.pack("=BQ", 4 if major >= 2 else 3, len(key)) + key
+    request += struct.pack("=q", 1)
     admitted, last = 0, ""
-    # Debian 13's torch 2.6 asks for libuv it lacks, clients included.
-    extra = {}
     for _ in range(3):
         try:
-            try:
-                store = dist.TCPStore(host_name=host, port=int(port),
-                                      is_master=False,
-                                      timeout=datetime.timedelta(seconds=3),
-                                      **extra)
-            except Exception as e:
-                if "libuv" not in str(e) or extra:
-                    raise
-                extra = {"use_libuv": False}
-                store = dist.TCPStore(host_name=host, port=int(port),
-                                      is_master=False,
-                                      timeout=datetime.timedelta(seconds=3),
-                                      **extra)
-            store.add("dist-train-intruder", 1)
-            admitted += 1
-        except Exception as e:  # RuntimeError, DistNetworkError, ...
-            last = str(e).splitlines()[0] if str(e) else type(e).__name__
+            with socket.create_connection((host, port), timeout=5) as conn:
+                conn.sendall(request)
+                answer = b""
+                while len(answer) < 8:
+                    chunk = conn.recv(8 - len(answer))
+                    if not chunk:
+                        raise ConnectionError("the store closed the "
+                                              "connection")
+                    answer += chunk
+                admitted += 1
+        except OSError as e:
+            last = str(e) or type(e).__name__
     print(f"INTRUDE {name} tries=3 admitted={admitted} ({last})", flush=True)
