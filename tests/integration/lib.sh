@@ -266,7 +266,7 @@ bg_step() {
 # background; once rank 0's store is up, each line "NAME USER [NODE]" of
 # INTRUDERS connects to it at HOST as USER (from NODE's network, with
 # DT_CLUSTER_NETNS=1) with a client of torch's store (store_guard.py intrude);
-# then the step goes on. Their lines: $GUARD/intrude.log (what torch said:
+# then the step goes on. Their lines: $GUARD/intrude.log (their errors:
 # intrude.err). GUARD_RAW=1: the program is store_guard.py raw-job (no
 # torch), and each line is "NAME USER WAY HOST [NODE]" (store_guard.py
 # raw, from NODE's network); GUARD_FULL=1 too: its store accepts with one

@@ -26,7 +26,6 @@
 #     source port P). HOST%IFNAME: a link-local address. Prints "RAW NAME
 #     WAY sent" once sent, then (but linger) keeps the connection until
 #     the store closes it.
-import datetime
 import os
 import pathlib
 import sys
