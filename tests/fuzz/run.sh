@@ -33,20 +33,31 @@ fi
 cores=(binding envp error fr_dump hostlist layout machine_cache port rendezvous secret settings
        tasks_per_node topology train_env)
 
+flags=(-g -O1 -fno-sanitize-recover=undefined -include "$build/config.h"
+       -I"$build" -DDT_HELPER_DEFAULT='"/usr/bin/dist-train"'
+       -DDT_WORKER_LIB_DEFAULT='"/usr/lib/dist-train/dist_train_worker.so"')
+# The parsers once, instrumented for every harness (fuzzer-no-link), two
+# at a time; each harness is then one file and a link.
+objs=()
+for c in "${cores[@]}"; do
+	objs+=("$build/$c.o")
+	rm -f "$build/$c.o"
+	"$cc" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined \
+		-c "$src/common/$c.c" -o "$build/$c.o" 2> "$build/$c.log" &
+	[ $(jobs -pr | wc -l) -lt 2 ] || wait -n
+done
+wait
+
 echo "1..${#harnesses[@]}"
 n=0 failed=0
 for h in "${harnesses[@]}"; do
 	n=$((n + 1))
 	bin=$build/$h
 	log=$build/$h.log
-	srcs=()
-	for c in "${cores[@]}"; do srcs+=("$src/common/$c.c"); done
 	rm -f "$bin"
-	"$cc" -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=undefined -include "$build/config.h" \
-		-I"$build" -DDT_HELPER_DEFAULT='"/usr/bin/dist-train"' \
-		-DDT_WORKER_LIB_DEFAULT='"/usr/lib/dist-train/dist_train_worker.so"' \
-		"$src/tests/fuzz/$h.c" "${srcs[@]}" -lnettle -o "$bin" 2> "$log"
+	cat "${objs[@]/%.o/.log}" > "$log"
+	"$cc" "${flags[@]}" -fsanitize=fuzzer,address,undefined \
+		"$src/tests/fuzz/$h.c" "${objs[@]}" -lnettle -o "$bin" 2>> "$log"
 	if [ ! -x "$bin" ]; then
 		echo "not ok $n - $h: does not build"; sed 's/^/# /' "$log"
 		failed=$((failed + 1)); continue
