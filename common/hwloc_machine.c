@@ -137,16 +137,57 @@ static bool is_io(const struct hwloc_obj *o)
 }
 
 /*
- * The NUMA node an I/O object is local to: its first non-I/O ancestor's,
- * when that is one node (a device under the machine itself is near none).
+ * Whether NUMA node INDEX is a GPU's own memory: hwloc 2.11 and later
+ * show each Grace Hopper GPU's memory as a NUMA node of subtype
+ * GPUMemory, with the same CPUs as its Grace. Never a task's memory,
+ * nor a domain of cores.
  */
-static int numa_of(const struct hwloc_obj *o)
+static bool is_gpu_memory(hwloc_topology_t topo, int index)
 {
+	int depth = hw.get_type_depth(topo, HWLOC_OBJ_NUMANODE);
+	unsigned n = hw.get_nbobjs_by_depth(topo, depth);
+
+	for (unsigned i = 0; i < n; i++) {
+		hwloc_obj_t node = hw.get_obj_by_depth(topo, depth, i);
+
+		if (node->os_index == (unsigned)index)
+			return node->subtype &&
+			       !strcmp(node->subtype, "GPUMemory");
+	}
+	return false;
+}
+
+/* The first node of NODESET that is not a GPU's memory, or -1; how many
+ * there are into *COUNT. */
+static int cpu_memory_node(hwloc_topology_t topo, hwloc_const_bitmap_t nodeset,
+			   unsigned *count)
+{
+	int first = -1;
+
+	*count = 0;
+	for (int i = nodeset ? hw.bitmap_first(nodeset) : -1; i >= 0;
+	     i = hw.bitmap_next(nodeset, i))
+		if (!is_gpu_memory(topo, i) && (*count)++ == 0)
+			first = i;
+	return first;
+}
+
+/*
+ * The NUMA node an I/O object is local to: its first non-I/O ancestor's,
+ * when that is one node (a device under the machine itself is near none),
+ * a GPU's memory not counted.
+ */
+static int numa_of(hwloc_topology_t topo, const struct hwloc_obj *o)
+{
+	unsigned count;
+	int node;
+
 	while (o && is_io(o))
 		o = o->parent;
-	if (!o || !o->nodeset || hw.bitmap_weight(o->nodeset) != 1)
+	if (!o)
 		return -1;
-	return hw.bitmap_first(o->nodeset);
+	node = cpu_memory_node(topo, o->nodeset, &count);
+	return count == 1 ? node : -1;
 }
 
 static void busid_of(const struct hwloc_obj *o, char *buf, size_t len)
@@ -255,6 +296,7 @@ static int load_cores(hwloc_topology_t topo, const char *alloc_cores,
 		hwloc_obj_t core = hw.get_obj_by_depth(topo, depth, c);
 		struct dt_core *dc = &m->cores[m->ncores];
 		bool mine = nalloc < 0;
+		unsigned nnodes;
 		int pu;
 
 		for (int i = 0; i < nalloc && !mine; i++)
@@ -269,7 +311,7 @@ static int load_cores(hwloc_topology_t topo, const char *alloc_cores,
 		dc->npus = m->npus - dc->first_pu;
 		if (!dc->npus)
 			continue;
-		dc->numa = core->nodeset ? hw.bitmap_first(core->nodeset) : -1;
+		dc->numa = cpu_memory_node(topo, core->nodeset, &nnodes);
 		m->ncores++;
 		if (dc->numa >= 0) {
 			bool seen = false;
@@ -316,7 +358,7 @@ static int load_devices(hwloc_topology_t topo, bool this_node,
 			continue;
 		busid_of(o, m->gpus[m->ngpus].busid,
 			 sizeof(m->gpus[m->ngpus].busid));
-		m->gpus[m->ngpus].numa = numa_of(o);
+		m->gpus[m->ngpus].numa = numa_of(topo, o);
 		m->gpus[m->ngpus].minor = this_node ?
 			nvidia_minor(m->gpus[m->ngpus].busid) : -1;
 		m->ngpus++;
@@ -351,7 +393,7 @@ static int load_devices(hwloc_topology_t topo, bool this_node,
 			nic_objs[m->nnics] = pci;
 			nic = &m->nics[m->nnics++];
 			busid_of(pci, nic->busid, sizeof(nic->busid));
-			nic->numa = numa_of(pci);
+			nic->numa = numa_of(topo, pci);
 			nic->kind = DT_NIC_ETHERNET;
 			nic->port = 1;
 		}

@@ -17,6 +17,7 @@
 #define VPI_3_GPUS XML("24em64t-2n6c2t-pci.xml")
 #define FOUR_NUMA_NO_GPU XML("96em64t-4n4d3ca2co-pci.xml")
 #define POWER8_4_GPUS XML("power8gpudistances.xml")
+#define GH200_4_GPUS XML("gh200-4gpu-alps.xml")
 
 static struct dt_machine load(const char *xml, const char *alloc_cores)
 {
@@ -256,6 +257,38 @@ static void test_power8_with_cuda_and_nvml_devices(void)
 	dt_machine_free(&m);
 }
 
+/*
+ * Grace Hopper: each GPU's memory is a NUMA node of its own (hwloc's
+ * GPUMemory) with its Grace's CPUs. It is never a task's memory nor a
+ * domain: rank i gets GPU i, Grace i's node and its 72 cores, and the
+ * module's NIC, as CSCS documents for Alps.
+ */
+static void test_grace_hopper(void)
+{
+	struct dt_machine m = load(GH200_4_GPUS, NULL);
+	struct dt_plan p;
+	char want[32];
+
+	CU_ASSERT_EQUAL(m.ngpus, 4);
+	CU_ASSERT_EQUAL(m.nnumas, 4);
+	CU_ASSERT_EQUAL(m.nnics, 4);
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	CU_ASSERT_EQUAL(p.mode, DT_BIND_GPU);
+	for (unsigned i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(m.numas[i], (int)i);
+		CU_ASSERT_EQUAL(m.gpus[i].numa, (int)i);
+		CU_ASSERT_EQUAL(p.tasks[i].numa, (int)i);
+		snprintf(want, sizeof(want), "%u-%u", 72 * i, 72 * i + 71);
+		CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[i]), want);
+		CU_ASSERT_FATAL(p.tasks[i].nic >= 0);
+		snprintf(want, sizeof(want), "cxi%u", i);
+		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[i].nic].name, want);
+	}
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
 /* Without GPUs, tasks spread evenly over the NUMA nodes. */
 static void test_node_without_gpus(void)
 {
@@ -452,6 +485,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_step_gpu_subset),
 	UNIT_TEST(test_step_gpus_without_nvidia_gpus),
 	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
+	UNIT_TEST(test_grace_hopper),
 	UNIT_TEST(test_node_without_gpus),
 	UNIT_TEST(test_vpi_card),
 	UNIT_TEST(test_more_tasks_than_cores),
