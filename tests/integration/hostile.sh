@@ -337,6 +337,7 @@ check "... and rank 0's program says once whom its store refused" \
 # (check) and without (the default here: no PMIx).
 linklocal=
 if [ "$(cat /proc/sys/net/ipv6/conf/all/disable_ipv6 2>/dev/null)" = 0 ]; then
+	at_exit "ip link del dtll0 2>/dev/null"
 	ip link add dtll0 type veth peer name dtll1 2>/dev/null
 	ip link set dtll0 up && ip link set dtll1 up
 	for _ in $(seq 50); do
@@ -361,7 +362,6 @@ for mode in default check; do
 		{ show_output; diag "$(cat "$GUARD/intrude.log" "$GUARD/intrude.err")"; }
 done
 [ -n "$linklocal" ] || diag "IPv6 is off here: no link-local address to try"
-ip link del dtll0 2>/dev/null
 
 # Where the kernel cannot be asked (here: the store ran out of
 # descriptors, so the guard cannot open its netlink socket; elsewhere: no

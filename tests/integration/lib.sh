@@ -84,11 +84,21 @@ cluster_stop() {
 	"$DT_CLUSTER" stop >/dev/null 2>&1 || true
 }
 
+# at_exit COMMAND: run COMMAND (eval'd) when the test ends, however it
+# ends, before the cluster stops: what a test made on the machine goes.
+_at_exit=()
+at_exit() {
+	_at_exit+=("$1")
+}
+
 _on_exit() {
-	local rc=$?
+	local rc=$? cmd
 	if [ "$_tap_failed" -gt 0 ] && [ -d "$DT_CLUSTER_DIR/log" ]; then
 		diag "slurmd and slurmctld logs are in $DT_CLUSTER_DIR/log"
 	fi
+	for cmd in "${_at_exit[@]}"; do
+		eval "$cmd"
+	done
 	cluster_stop
 	exit $rc
 }

@@ -120,6 +120,7 @@ s.bind(("", int(sys.argv[1])))
 s.listen()
 time.sleep(600)' $LISTEN_PORT &
 listener=$!
+at_exit "kill $listener 2>/dev/null"
 for mode in default check; do
 	GUARD_RAW=1 guarded_step - "owner-n2 $OWNER port=$LISTEN_PORT 10.77.0.1 n2" \
 		-N2 -n2 -w n1,n2 --mpi=none \
@@ -129,7 +130,5 @@ for mode in default check; do
 	check "--dist-train$([ $mode = check ] && echo =check): a connection from n2 whose source port another user listens on at rank 0's node is read" \
 		eval '[ $rc = 0 ] && grep -qx "RAW read=owner-n2" "$OUT"' || show_output
 done
-kill $listener 2>/dev/null
-wait $listener 2>/dev/null
 
 finish
