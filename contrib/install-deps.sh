@@ -20,8 +20,9 @@ PACKAGES=(
 	# --container) run with runc
 	runc
 	hostname procps
-	# tests/integration/network.sh: nodes in network namespaces of their own
-	iproute2
+	# tests/integration/network.sh: nodes in network namespaces of their own,
+	# and a node that drops what it sends to srun
+	iproute2 nftables
 	# the benchmarks (tests/bench/)
 	time
 	# tests/run.sh's memory checks, fuzzing and package build

@@ -261,11 +261,7 @@ wait_jobs_completed
 timeout -k 10 150 "$DT_CLUSTER" run srun -N2 -n2 --dist-train ./late_fail.sh > "$OUT" 2> "$ERR" &
 runner=$!
 for _ in $(seq 300); do [ -e "$JOBS/.late_started" ] && break; sleep 0.1; done
-# srun's watch port: the job user's srun's one socket that listens for
-# IPv6 and IPv4 alike (Slurm's own listen for IPv4), found with ss.
-port=$(ss -H -ltnpe 2>/dev/null |
-	awk -v u="uid:$(id -u dttest) " 'index($0, "\"srun\"") && index($0, u) && /v6only:0/ {
-		n = split($4, a, ":"); print a[n]; exit }')
+port=$(srun_watch_port)
 runuser -u "$OTHER" -- python3 "$JOBS/flood.py" "${port:-0}" 300 "$JOBS/.flood_stop" > "$job_bg_out" 2>&1 &
 flooder=$!
 for _ in $(seq 300); do grep -q FLOOD "$job_bg_out" 2>/dev/null && break; sleep 0.1; done

@@ -155,10 +155,14 @@ pmix_check() {
 	if slurm_has_pmix; then
 		check "$@"
 	else
-		_tap_n=$((_tap_n + 1))
-		echo "ok $_tap_n - $1 # SKIP $NO_PMIX_REASON"
-		return 0
+		skip_check "$1" "$NO_PMIX_REASON"
 	fi
+}
+
+# skip_check DESCRIPTION REASON: a check this machine cannot make.
+skip_check() {
+	_tap_n=$((_tap_n + 1))
+	echo "ok $_tap_n - $1 # SKIP $2"
 }
 
 # For scripts about PMIx alone: on a Slurm without it, check what a user
@@ -321,6 +325,16 @@ guarded_step() {
 	touch "$GUARD/intruded"
 	[ ${#raw[@]} = 0 ] || wait "${raw[@]}"
 	wait $runner
+}
+
+# srun_watch_port: the port srun's watch (plugin/watch.c) listens on for
+# the cluster's user, found with ss: its one socket for IPv6 and IPv4
+# alike (Slurm's own listen for IPv4 only). Empty when none is up.
+srun_watch_port() {
+	ss -H -ltnpe 2>/dev/null |
+		awk -v u="uid:$(id -u "${DT_CLUSTER_USER:-dttest}") " \
+			'index($0, "\"srun\"") && index($0, u) && /v6only:0/ {
+			n = split($4, a, ":"); print a[n]; exit }'
 }
 
 show_output() {

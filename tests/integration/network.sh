@@ -16,7 +16,7 @@ if ! { ip netns add dt-probe && ip netns del dt-probe &&
 fi
 export DT_CLUSTER_NETNS=1
 cluster_start
-plan 15
+plan 16
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 # What users write by hand, with a timeout short enough to see it fail.
@@ -130,5 +130,50 @@ for mode in default check; do
 	check "--dist-train$([ $mode = check ] && echo =check): a connection from n2 whose source port another user listens on at rank 0's node is read" \
 		eval '[ $rc = 0 ] && grep -qx "RAW read=owner-n2" "$OUT"' || show_output
 done
+
+# srun out of reach of one node's slurmstepd: n2 drops (never refuses)
+# what it sends to srun's watch port, so its report of how rank 1 ended
+# (plugin/report.c) waits for an answer that never comes. The report is
+# bounded: n2's slurmstepd gives up after a second and says so in its
+# log, and the step ends as rank 0 does, a few seconds later; srun hears
+# of rank 1's exit as Slurm tells it.
+what="srun's watch port dropped from n2: rank 1's report gives up in a second and the step ends with rank 0"
+if ! command -v nft >/dev/null; then
+	skip_check "$what" "no nft (nftables; contrib/install-deps.sh installs it)"
+else
+	job_file drop_fail.sh <<'EOF'
+#!/bin/sh
+[ "$SLURM_PROCID" = 0 ] && echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > .bg_step
+while [ ! -e .dropped ]; do sleep 0.1; done
+[ "$SLURM_PROCID" = 1 ] && exit 3
+exec sleep 5
+EOF
+	rm -f "$JOBS/.dropped"
+	bg_step -N2 -n2 -w n1,n2 --dist-train ./drop_fail.sh
+	port=$(srun_watch_port)
+	at_exit "nsenter --net=/run/netns/dt-n2 nft delete table inet dt_drop 2>/dev/null"
+	nsenter --net=/run/netns/dt-n2 nft -f - <<-EOF
+	table inet dt_drop {
+		chain out {
+			type filter hook output priority 0;
+			tcp dport ${port:-0} drop
+		}
+	}
+	EOF
+	dropped=$?
+	start=$(date +%s)
+	touch "$JOBS/.dropped"
+	wait $runner
+	rc=$?
+	took=$(( $(date +%s) - start ))
+	nsenter --net=/run/netns/dt-n2 nft delete table inet dt_drop
+	diag "watch port ${port:-(not found)} dropped from n2 (nft: $dropped): srun exit $rc after $took s"
+	check "$what ($took s)" \
+		eval '[ -n "$port" ] && [ $dropped = 0 ] && [ $rc != 0 ] && [ $took -lt 20 ] &&
+		      grep -q "task 1: Exited with exit code 3" "$ERR" &&
+		      grep -q "step $step_now: srun at .*:$port did not hear how task 1 ended (" \
+		          "$DT_CLUSTER_DIR/log/slurmd-n2.log"' || show_output
+	rm -f "$JOBS/.dropped"
+fi
 
 finish
