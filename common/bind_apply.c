@@ -130,14 +130,14 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	if (req.mode == DT_BIND_GPU) {
 		n = dt_step_gpus(machine, getenv("SLURM_STEP_GPUS", arg),
 				 getenv("SLURM_JOB_GPUS", arg),
-				 getenv("CUDA_VISIBLE_DEVICES", arg), &gpus, err,
-				 errlen);
+				 getenv(dt_gpu_visible_name(machine), arg),
+				 &gpus, err, errlen);
 		if (n < 0)
 			goto out;
-		/* Slurm's GPUs are none this node shows as NVIDIA's. */
+		/* Slurm's GPUs are none this node shows as a GPU. */
 		if (n == 0 && getenv("SLURM_STEP_GPUS", arg))
 			dt_note(notes, notes_len, "GPUs: Slurm's are no NVIDIA "
-				"GPUs here, bound by NUMA node");
+				"or AMD GPUs here, bound by NUMA node");
 		req.gpus = gpus;
 		req.ngpus = (unsigned)n;
 	}

@@ -2,6 +2,7 @@
 
 #include "binding.h"
 #include "error.h"
+#include "gpu_vendor.h"
 #include "train_env.h"
 
 #include <stdio.h>
@@ -246,17 +247,18 @@ static int put_u(struct dt_env *env, const char *name, unsigned v)
 	return dt_env_put(env, name, buf, DT_ENV_SET);
 }
 
-/* What CUDA_VISIBLE_DEVICES must say so that only GPU T->gpu is seen. */
+/* What the vendor's variable (CUDA_VISIBLE_DEVICES) must say so that
+ * only GPU T->gpu is seen. */
 static int own_gpu_entry(const struct dt_bind_env_request *req,
 			 const struct dt_task_plan *t, char *buf, size_t len)
 {
-	const char *visible = req->getenv("CUDA_VISIBLE_DEVICES",
+	const char *visible = req->getenv(dt_gpu_visible_name(req->machine),
 					  req->getenv_arg);
 	unsigned *list = NULL;
 	int n;
 
 	if (!visible || !*visible) {
-		/* All of the node's GPUs, numbered in bus order. */
+		/* All of the node's GPUs, numbered in the machine's order. */
 		snprintf(buf, len, "%d", t->gpu);
 		return 0;
 	}
@@ -293,21 +295,31 @@ int dt_binding_env(const struct dt_bind_env_request *req, struct dt_env *env,
 		return rc ? -1 : 0;
 
 	if (t->gpu >= 0) {
-		/* CUDA's ordinals then follow the bus order of the plan. */
-		rc |= dt_env_put(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID",
-				 DT_ENV_SET);
+		const struct dt_gpu_vendor *v = dt_machine_gpu_vendor(m);
+
+		if (!v)		/* no vendor in range: NVIDIA, as before vendors */
+			v = &dt_gpu_vendors[DT_GPU_NVIDIA];
+
+		/* The runtime's ordinals then follow the plan's order. */
+		if (v->order_name)
+			rc |= dt_env_put(env, v->order_name, v->order_value,
+					 DT_ENV_SET);
 		rc |= dt_env_put(env, "DIST_TRAIN_GPU", m->gpus[t->gpu].busid,
 				 DT_ENV_SET);
 		if (req->own_gpu_only) {
 			if (own_gpu_entry(req, t, buf, sizeof(buf)) < 0) {
-				dt_errf(err, errlen, "CUDA_VISIBLE_DEVICES does "
-					"not list the step's GPU %d: unset it, "
-					"or use --dist-train=visible-gpus=all",
-					t->gpu_ordinal);
+				dt_errf(err, errlen, "%s does not list the "
+					"step's GPU %d: unset it, or use "
+					"--dist-train=visible-gpus=all",
+					v->visible, t->gpu_ordinal);
 				return -1;
 			}
-			rc |= dt_env_put(env, "CUDA_VISIBLE_DEVICES", buf,
-					 DT_ENV_SET);
+			rc |= dt_env_put(env, v->visible, buf, DT_ENV_SET);
+			/* What the runtime would narrow again (HIP's own
+			 * variables on AMD) goes: the task sees its GPU. */
+			for (unsigned i = 0; i < 3 && v->refilter[i]; i++)
+				rc |= dt_env_put(env, v->refilter[i], NULL,
+						 DT_ENV_UNSET);
 			rc |= put_u(env, "DIST_TRAIN_GPU_ORDINAL", 0);
 		} else {
 			rc |= put_u(env, "DIST_TRAIN_GPU_ORDINAL",

@@ -2,6 +2,7 @@
 
 #include "hwloc_machine.h"
 #include "error.h"
+#include "gpu_vendor.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -255,6 +256,53 @@ static int nvidia_minor(const char *busid)
 	return minor;
 }
 
+/*
+ * AMD: the ROCm runtime numbers GPUs (ROCR_VISIBLE_DEVICES, HIP's
+ * ordinals) in the order of the KFD topology's GPU nodes, which need not
+ * be bus order. Reorder M->gpus so, where amdkfd says; a GPU it does not
+ * name keeps its place after those it does. A partitioned MI300 (several
+ * KFD nodes behind one PCI device) is seen as one GPU.
+ */
+static void kfd_order(struct dt_machine *m)
+{
+	struct dt_gpu *sorted = calloc(m->ngpus + 1, sizeof(*sorted));
+	bool *taken = calloc(m->ngpus + 1, sizeof(*taken));
+	unsigned n = 0;
+
+	if (!sorted || !taken)
+		goto out;
+	for (unsigned node = 0; node < 4096; node++) {
+		char path[96], text[8192], busid[16];
+		size_t len;
+		FILE *f;
+
+		snprintf(path, sizeof(path),
+			 "/sys/class/kfd/kfd/topology/nodes/%u/properties", node);
+		f = fopen(path, "r");
+		if (!f)
+			break;
+		len = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[len] = '\0';
+		if (dt_kfd_node_parse(text, busid, sizeof(busid)) != 1)
+			continue;
+		for (unsigned g = 0; g < m->ngpus; g++) {
+			if (!taken[g] && !strcmp(m->gpus[g].busid, busid)) {
+				taken[g] = true;
+				sorted[n++] = m->gpus[g];
+				break;
+			}
+		}
+	}
+	for (unsigned g = 0; g < m->ngpus; g++)
+		if (!taken[g])
+			sorted[n++] = m->gpus[g];
+	memcpy(m->gpus, sorted, m->ngpus * sizeof(*sorted));
+out:
+	free(sorted);
+	free(taken);
+}
+
 static int cmp_gpu(const void *a, const void *b)
 {
 	return strcmp(((const struct dt_gpu *)a)->busid,
@@ -331,7 +379,7 @@ nomem:
 	return -1;
 }
 
-/* NVIDIA GPUs and network devices, with the PCI hops between them. */
+/* GPUs and network devices, with the PCI hops between them. */
 static int load_devices(hwloc_topology_t topo, bool this_node,
 			struct dt_machine *m, char *err, size_t errlen)
 {
@@ -340,6 +388,7 @@ static int load_devices(hwloc_topology_t topo, bool this_node,
 	unsigned npci = hw.get_nbobjs_by_depth(topo, pdepth);
 	unsigned nos = hw.get_nbobjs_by_depth(topo, odepth);
 	hwloc_obj_t *gpu_objs = NULL, *nic_objs = NULL;
+	unsigned per_vendor[DT_GPU_VENDORS] = { 0 };
 	int rc = -1;
 
 	m->gpus = calloc(npci + 1, sizeof(*m->gpus));
@@ -349,21 +398,36 @@ static int load_devices(hwloc_topology_t topo, bool this_node,
 	if (!m->gpus || !m->nics || !gpu_objs || !nic_objs)
 		goto nomem;
 
+	/* One vendor per node, the one with the most GPUs (as mpibind
+	 * binds one kind): a board's own graphics is no vendor's GPU. */
 	for (unsigned i = 0; i < npci; i++) {
 		hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);
-		const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
+		int v = dt_gpu_vendor_of(o->attr->pcidev.vendor_id,
+					 o->attr->pcidev.class_id);
 
-		/* NVIDIA, display class (VGA, 3D, other display). */
-		if (p->vendor_id != 0x10de || (p->class_id >> 8) != 0x03)
+		if (v >= 0)
+			per_vendor[v]++;
+	}
+	m->gpu_vendor = 0;
+	for (int v = 1; v < DT_GPU_VENDORS; v++)
+		if (per_vendor[v] > per_vendor[m->gpu_vendor])
+			m->gpu_vendor = v;
+	for (unsigned i = 0; i < npci; i++) {
+		hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);
+		struct dt_gpu *gpu = &m->gpus[m->ngpus];
+
+		if (dt_gpu_vendor_of(o->attr->pcidev.vendor_id,
+				     o->attr->pcidev.class_id) != m->gpu_vendor)
 			continue;
-		busid_of(o, m->gpus[m->ngpus].busid,
-			 sizeof(m->gpus[m->ngpus].busid));
-		m->gpus[m->ngpus].numa = numa_of(topo, o);
-		m->gpus[m->ngpus].minor = this_node ?
-			nvidia_minor(m->gpus[m->ngpus].busid) : -1;
+		busid_of(o, gpu->busid, sizeof(gpu->busid));
+		gpu->numa = numa_of(topo, o);
+		gpu->minor = this_node && m->gpu_vendor == DT_GPU_NVIDIA ?
+			nvidia_minor(gpu->busid) : -1;
 		m->ngpus++;
 	}
 	qsort(m->gpus, m->ngpus, sizeof(*m->gpus), cmp_gpu);
+	if (this_node && m->gpu_vendor == DT_GPU_AMD)
+		kfd_order(m);
 	for (unsigned g = 0; g < m->ngpus; g++) {
 		for (unsigned i = 0; i < npci; i++) {
 			hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);

@@ -2,13 +2,14 @@
 
 #include "machine_cache.h"
 #include "error.h"
+#include "gpu_vendor.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC "dist-train machine 1"
+#define MAGIC "dist-train machine 2"
 /* Bounds on what a text may claim, far above any real node. */
 #define CORES_MAX (1u << 16)
 #define PUS_PER_CORE_MAX 256u
@@ -50,7 +51,9 @@ size_t dt_machine_format(const struct dt_machine *m, const char *fingerprint,
 			    m->pus[core->first_pu + i]);
 		put(buf, len, &used, "\n");
 	}
-	put(buf, len, &used, "gpus %u\n", m->ngpus);
+	put(buf, len, &used, "gpu-vendor %s\ngpus %u\n",
+	    dt_gpu_vendors[m->gpu_vendor >= 0 && m->gpu_vendor < DT_GPU_VENDORS ?
+			   m->gpu_vendor : 0].name, m->ngpus);
 	for (unsigned g = 0; g < m->ngpus; g++)
 		put(buf, len, &used, "%s %d %d\n",
 		    m->gpus[g].busid[0] ? m->gpus[g].busid : "-",
@@ -203,7 +206,17 @@ static int word(const char **p, char *out, size_t size)
 
 static int parse_devices(struct reader *r, struct dt_machine *m)
 {
-	if (count_line(r, "gpus", DEVICES_MAX, &m->ngpus) < 0 ||
+	char vendor[16], tail;
+
+	if (next_line(r) < 0 ||
+	    sscanf(r->line, "gpu-vendor %15s%c", vendor, &tail) != 1)
+		return -1;
+	m->gpu_vendor = -1;
+	for (int v = 0; v < DT_GPU_VENDORS; v++)
+		if (!strcmp(vendor, dt_gpu_vendors[v].name))
+			m->gpu_vendor = v;
+	if (m->gpu_vendor < 0 ||
+	    count_line(r, "gpus", DEVICES_MAX, &m->ngpus) < 0 ||
 	    !(m->gpus = calloc(m->ngpus + 1, sizeof(*m->gpus))))
 		return -1;
 	for (unsigned g = 0; g < m->ngpus; g++) {
@@ -398,6 +411,7 @@ int dt_machine_restrict(const struct dt_machine *full, const bool *allowed,
 		goto nomem;
 	memcpy(m.gpus, full->gpus, full->ngpus * sizeof(*m.gpus));
 	m.ngpus = full->ngpus;
+	m.gpu_vendor = full->gpu_vendor;
 	memcpy(m.nics, full->nics, full->nnics * sizeof(*m.nics));
 	m.nnics = full->nnics;
 	if (full->gpu_nic_hops)

@@ -372,7 +372,8 @@ static const struct setting settings[] = {
 	{ "visible-gpus", "visible-gpus=all|own", SCOPE_USER | SCOPE_SITE,
 	  VALUE_REQUIRED, apply_visible_gpus, "all",
 	  "all: every task sees the step's GPUs and uses GPU LOCAL_RANK; "
-	  "own: CUDA_VISIBLE_DEVICES is its own GPU only" },
+	  "own: CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES) is its own "
+	  "GPU only" },
 	{ "share-gpus", "share-gpus[=yes|no]", SCOPE_USER | SCOPE_SITE,
 	  VALUE_OPTIONAL, apply_share_gpus, "no",
 	  "allow more tasks than GPUs on a node (NCCL still refuses two "

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "topology.h"
+#include "gpu_vendor.h"
 #include "error.h"
 
 #include <stdio.h>
@@ -128,8 +129,29 @@ static int gpu_by_minor(const struct dt_machine *m, unsigned minor)
 	return !known && minor < m->ngpus ? (int)minor : -1;
 }
 
+const struct dt_gpu_vendor *dt_machine_gpu_vendor(const struct dt_machine *m)
+{
+	return m->ngpus && m->gpu_vendor >= 0 &&
+	       m->gpu_vendor < DT_GPU_VENDORS ?
+	       &dt_gpu_vendors[m->gpu_vendor] : NULL;
+}
+
+const char *dt_gpu_vendor_name(const struct dt_machine *m)
+{
+	const struct dt_gpu_vendor *v = dt_machine_gpu_vendor(m);
+
+	return v ? v->name : "";
+}
+
+const char *dt_gpu_visible_name(const struct dt_machine *m)
+{
+	const struct dt_gpu_vendor *v = dt_machine_gpu_vendor(m);
+
+	return v ? v->visible : "CUDA_VISIBLE_DEVICES";
+}
+
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
-		 const char *job_gpus, const char *cuda_visible,
+		 const char *job_gpus, const char *visible,
 		 unsigned **out, char *err, size_t errlen)
 {
 	const char *name, *text;
@@ -139,9 +161,9 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 
 	*out = NULL;
 	/*
-	 * No NVIDIA GPU on the node: whatever Slurm's GRES counts there (AMD
-	 * GPUs, or a GRES without devices) is not ours to place, and the
-	 * node is bound as one without GPUs, by NUMA node.
+	 * No GPU on the node: whatever Slurm's GRES counts there (a GRES
+	 * without devices) is not ours to place, and the node is bound as
+	 * one without GPUs, by NUMA node.
 	 */
 	if (m->ngpus == 0) {
 		*out = malloc(sizeof(**out));
@@ -157,9 +179,9 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	} else if (job_gpus && *job_gpus) {
 		name = "SLURM_JOB_GPUS";
 		text = job_gpus;
-	} else if (cuda_visible && *cuda_visible) {
-		name = "CUDA_VISIBLE_DEVICES";
-		text = cuda_visible;
+	} else if (visible && *visible) {
+		name = dt_gpu_visible_name(m);
+		text = visible;
 		minors = false;
 	} else {
 		ids = malloc((m->ngpus ? m->ngpus : 1) * sizeof(*ids));
@@ -187,15 +209,17 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 
 		if (g < 0) {
 			dt_errf(err, errlen, "%s='%s' names GPU %u, but this "
-				"node has %u NVIDIA GPU%s: unset it if you set "
+				"node has %u %s GPU%s: unset it if you set "
 				"it, or use --dist-train=bind=numa", name, text,
-				ids[i], m->ngpus, m->ngpus == 1 ? "" : "s");
+				ids[i], m->ngpus, dt_gpu_vendor_name(m),
+				m->ngpus == 1 ? "" : "s");
 			free(ids);
 			return -1;
 		}
 		ids[i] = (unsigned)g;
 	}
-	/* Bus order, like CUDA's ordinals with CUDA_DEVICE_ORDER=PCI_BUS_ID. */
+	/* M's order: the runtime's ordinals (for NVIDIA, with
+	 * CUDA_DEVICE_ORDER=PCI_BUS_ID). */
 	qsort(ids, (size_t)n, sizeof(*ids), cmp_unsigned);
 	for (int i = 1; i < n; i++) {
 		if (ids[i] == ids[i - 1]) {

@@ -1,7 +1,8 @@
 /*
  * A node's machine, as the binding plan needs it: the cores a step may use
- * (with their hardware threads and NUMA node), the NVIDIA GPUs in PCI bus
- * order, and the network devices with their PCI distance to each GPU.
+ * (with their hardware threads and NUMA node), the GPUs of one vendor
+ * (common/gpu_vendor.h) in the order its runtime numbers them, and the
+ * network devices with their PCI distance to each GPU.
  *
  * Plain data: common/hwloc_machine.c fills it from hwloc (this node, or an
  * XML file); tests fill it from XML topologies of real machines.
@@ -22,7 +23,7 @@ struct dt_core {
 struct dt_gpu {
 	char busid[16];		/* "0000:03:00.0" */
 	int numa;		/* nearest NUMA node, -1 if unknown */
-	int minor;		/* /dev/nvidiaN, -1 if unknown */
+	int minor;		/* NVIDIA: /dev/nvidiaN; -1 if unknown */
 };
 
 enum dt_nic_kind {
@@ -46,8 +47,11 @@ struct dt_machine {
 	unsigned npus;
 	int *numas;		/* NUMA nodes holding allowed cores, sorted */
 	unsigned nnumas;
-	struct dt_gpu *gpus;	/* NVIDIA GPUs, by PCI bus id */
+	/* The runtime's order: NVIDIA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
+	 * (bus id), AMD's (KFD node order, bus id where it is not known). */
+	struct dt_gpu *gpus;
 	unsigned ngpus;
+	int gpu_vendor;		/* enum dt_gpu_vendor_id, where ngpus > 0 */
 	struct dt_nic *nics;
 	unsigned nnics;
 	/* PCI hops between GPU g and NIC n: gpu_nic_hops[g * nnics + n]. */
@@ -66,15 +70,27 @@ size_t dt_cpulist_format(const unsigned *cpus, unsigned n, char *buf,
  */
 int dt_intlist_parse(const char *text, unsigned max, unsigned **out);
 
+struct dt_gpu_vendor;
+
+/* M's GPU vendor's entry in dt_gpu_vendors, or NULL where M has no GPU. */
+const struct dt_gpu_vendor *dt_machine_gpu_vendor(const struct dt_machine *m);
+
+/* The name of M's GPU vendor ("NVIDIA"; "" where M has no GPU), and the
+ * variable its runtime narrows the visible GPUs with
+ * (CUDA_VISIBLE_DEVICES where M has none). */
+const char *dt_gpu_vendor_name(const struct dt_machine *m);
+const char *dt_gpu_visible_name(const struct dt_machine *m);
+
 /*
- * The GPUs of a step, as indexes into M->gpus in bus order. From
- * SLURM_STEP_GPUS, else SLURM_JOB_GPUS (device minors: /dev/nvidiaN),
- * else CUDA_VISIBLE_DEVICES (indexes in PCI bus order), else all GPUs.
- * Returns the count; -1 with ERR when a list names GPUs the node lacks or
- * cannot be read (UUIDs, MIG devices).
+ * The GPUs of a step, as indexes into M->gpus, in M's order. From
+ * SLURM_STEP_GPUS, else SLURM_JOB_GPUS (NVIDIA's device minors,
+ * /dev/nvidiaN, where the driver told them; else indexes in M's order),
+ * else VISIBLE (the vendor's variable: indexes in M's order), else all
+ * GPUs. Returns the count; -1 with ERR when a list names GPUs the node
+ * lacks or cannot be read (UUIDs, MIG devices).
  */
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
-		 const char *job_gpus, const char *cuda_visible,
+		 const char *job_gpus, const char *visible,
 		 unsigned **out, char *err, size_t errlen);
 
 #endif

@@ -134,9 +134,10 @@ static void print_table(const struct dt_machine *m, const struct dt_plan *p,
 {
 	char cpus[4096];
 
-	printf("%s: %u NUMA node%s, %u core%s, %u NVIDIA GPU%s, %u NIC%s\n",
+	printf("%s: %u NUMA node%s, %u core%s, %u %s%sGPU%s, %u NIC%s\n",
 	       source, m->nnumas, m->nnumas == 1 ? "" : "s", m->ncores,
-	       m->ncores == 1 ? "" : "s", m->ngpus, m->ngpus == 1 ? "" : "s",
+	       m->ncores == 1 ? "" : "s", m->ngpus, dt_gpu_vendor_name(m),
+	       m->ngpus ? " " : "", m->ngpus == 1 ? "" : "s",
 	       m->nnics, m->nnics == 1 ? "" : "s");
 	printf("binding: %s, %u task%s\n\n", dt_bind_mode_name(p->mode),
 	       p->ntasks, p->ntasks == 1 ? "" : "s");
@@ -221,7 +222,7 @@ int cmd_plan(int argc, char **argv)
 	else
 		n = dt_step_gpus(&m, getenv("SLURM_STEP_GPUS"),
 				 getenv("SLURM_JOB_GPUS"),
-				 getenv("CUDA_VISIBLE_DEVICES"), &gpus, err,
+				 getenv(dt_gpu_visible_name(&m)), &gpus, err,
 				 sizeof(err));
 	if (n < 0) {
 		helper_error("%s", err);

@@ -203,6 +203,14 @@ static bool load(char *why, size_t len)
 	if (loaded)
 		return true;
 	libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	if (!libcuda && access("/dev/kfd", F_OK) == 0) {
+		/* An AMD node: RCCL is NCCL's API over HIP, not CUDA. */
+		snprintf(why, len, "this node's GPUs are AMD's (/dev/kfd), "
+			 "and the GPU all-reduce is checked with CUDA and NCCL "
+			 "only, not yet RCCL: the rendezvous was checked, "
+			 "run an RCCL test (rccl-tests) for the GPUs");
+		return false;
+	}
 	if (!libcuda) {
 		snprintf(why, len, "no CUDA driver (libcuda.so.1): run the "
 			 "step on GPU nodes, or ask your administrator to "

@@ -34,8 +34,9 @@ static int workers_per_node(const struct plugin_state *st, char **envp,
 		n = dt_step_gpus(&st->machine,
 				 dt_envp_get(envp, "SLURM_STEP_GPUS"),
 				 dt_envp_get(envp, "SLURM_JOB_GPUS"),
-				 dt_envp_get(envp, "CUDA_VISIBLE_DEVICES"), gpus,
-				 err, errlen);
+				 dt_envp_get(envp,
+					     dt_gpu_visible_name(&st->machine)),
+				 gpus, err, errlen);
 		if (n < 0)
 			return -1;
 		*ngpus = (unsigned)n;

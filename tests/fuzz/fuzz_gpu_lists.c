@@ -1,7 +1,9 @@
-/* GPU and CPU lists from the environment (SLURM_STEP_GPUS, ...). */
+/* GPU and CPU lists from the environment (SLURM_STEP_GPUS, ...), on an
+ * NVIDIA or an AMD node, and amdkfd's node properties. */
 #include "config.h"
 
 #include "fuzz.h"
+#include "../../common/gpu_vendor.h"
 #include "../../common/topology.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -10,7 +12,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		{ "0000:03:00.0", 0, 0 }, { "0000:04:00.0", 0, 2 },
 		{ "0000:83:00.0", 1, 1 }, { "0000:84:00.0", 1, -1 },
 	};
-	struct dt_machine m = { .gpus = gpus, .ngpus = size % 5 };
+	struct dt_machine m = { .gpus = gpus, .ngpus = size % 5,
+				.gpu_vendor = size % 2 ? DT_GPU_AMD :
+					      DT_GPU_NVIDIA };
 	char *text = fuzz_string(data, size), buf[64];
 	unsigned *ids = NULL;
 	int n;
@@ -24,6 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (n > 0)
 		dt_cpulist_format(ids, (unsigned)n, buf, sizeof(buf));
 	free(ids);
+	if (dt_kfd_node_parse(text, buf, 16) == 1)
+		FUZZ_ASSERT(strlen(buf) == 12);
 	free(text);
 	return 0;
 }

@@ -8,7 +8,7 @@
 # No gpu GRES: with one, Slurm sets SLURM_STEP_GPUS itself (24.11 unsets
 # a user's), and the GPU list test below hands the step its own.
 DT_CLUSTER_GPUS=0 cluster_start
-plan 22
+plan 24
 
 # A cache of this cluster's own, empty at first: the first step below
 # writes it, every later one reads it.
@@ -24,7 +24,8 @@ echo "AFF lr=$LOCAL_RANK host=$(hostname)" \
      "membind=$(grep -c ' bind:' /proc/self/numa_maps)" \
      "omp=${OMP_NUM_THREADS:-unset} gpu=${DIST_TRAIN_GPU:-unset}" \
      "ordinal=${DIST_TRAIN_GPU_ORDINAL:-unset}" \
-     "visible=${CUDA_VISIBLE_DEVICES:-unset} order=${CUDA_DEVICE_ORDER:-unset}"
+     "visible=${CUDA_VISIBLE_DEVICES:-unset} order=${CUDA_DEVICE_ORDER:-unset}" \
+     "rocr=${ROCR_VISIBLE_DEVICES:-unset} hip=${HIP_VISIBLE_DEVICES:-unset}"
 EOF
 
 # Every AFF line's affinity equals the plan's CPUs for its local rank.
@@ -148,6 +149,23 @@ check "share-gpus: the fifth task shares GPU 0" \
 job env SLURM_STEP_GPUS=9 srun -N1 -n1 --exclusive --dist-train true
 check "a GPU list naming GPUs the node lacks is refused clearly" \
 	grep -q "^dist-train: error: on n[0-9]*: SLURM_STEP_GPUS='9' names GPU 9, but this node has 4 NVIDIA GPUs: unset it if you set it, or use --dist-train=bind=numa$" "$ERR" || show_output
+
+# AMD: a site file describing an MI250X node (8 GCDs; no GPU here). Its
+# cores are not this machine's: the plan keeps only those Slurm gave the
+# step, so only GPUs are checked. ROCR_VISIBLE_DEVICES stands for Slurm's
+# (the step's GCDs 4 and 5), HIP_VISIBLE_DEVICES for a user's.
+admin_file mi250x.xml 0644 < "$TOP_SRCDIR/tests/topologies/mi250x-lumi-frontier.xml"
+set_plugin_args topology="$ADMIN/mi250x.xml"
+job env ROCR_VISIBLE_DEVICES=4,5 HIP_VISIBLE_DEVICES=0 srun -N1 \
+	--ntasks-per-node=2 --exclusive --dist-train=visible-gpus=own ./aff.sh
+check "AMD MI250X, ROCR_VISIBLE_DEVICES=4,5: each task its GCD alone, HIP's variable gone, no CUDA_DEVICE_ORDER" \
+	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0000:d1:00.0 ordinal=0 visible=unset order=unset rocr=4 hip=unset$")" = 1 ] &&
+	      [ "$(count_lines "^AFF lr=1 .* gpu=0000:d6:00.0 ordinal=0 visible=unset order=unset rocr=5 hip=unset$")" = 1 ]' || show_output
+job srun -N2 --ntasks-per-node=8 --exclusive --dist-train ./aff.sh
+check "AMD MI250X, the whole node: local rank i gets GCD i, ordered as ROCm numbers them" \
+	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0000:c1:00.0 ordinal=0 visible=unset order=unset rocr=unset ")" = 2 ] &&
+	      [ "$(count_lines "^AFF lr=4 .* gpu=0000:d1:00.0 ordinal=4 ")" = 2 ] &&
+	      [ "$(count_lines "^AFF lr=7 .* gpu=0000:de:00.0 ordinal=7 ")" = 2 ]' || show_output
 set_plugin_args
 
 finish

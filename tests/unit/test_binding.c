@@ -9,6 +9,7 @@
 #include "unit.h"
 #include "../../common/binding.h"
 #include "../../common/envp.h"
+#include "../../common/gpu_vendor.h"
 #include "../../common/hwloc_machine.h"
 #include "../../common/train_env.h"
 
@@ -18,6 +19,7 @@
 #define FOUR_NUMA_NO_GPU XML("96em64t-4n4d3ca2co-pci.xml")
 #define POWER8_4_GPUS XML("power8gpudistances.xml")
 #define GH200_4_GPUS XML("gh200-4gpu-alps.xml")
+#define MI250X_8_GCDS XML("mi250x-lumi-frontier.xml")
 
 static struct dt_machine load(const char *xml, const char *alloc_cores)
 {
@@ -219,9 +221,9 @@ static void test_step_gpu_subset(void)
 }
 
 /*
- * GPUs Slurm counts on a node with no NVIDIA GPU (AMD GPUs, or a GRES
- * without devices, as on the test cluster) are not placed: the node is
- * bound as one without GPUs.
+ * GPUs Slurm counts on a node where none shows as a GPU (a GRES without
+ * devices, as on the test cluster) are not placed: the node is bound as
+ * one without GPUs.
  */
 static void test_step_gpus_without_nvidia_gpus(void)
 {
@@ -421,6 +423,118 @@ static void test_environment(void)
 	dt_machine_free(&m);
 }
 
+/* Which PCI devices are whose GPUs, and amdkfd's word on a GPU's bus. */
+static void test_gpu_vendors(void)
+{
+	/* A KFD GPU node's properties, as amdkfd writes them (shortened):
+	 * location_id 0xc100 is bus c1, device 0, function 0. */
+	static const char gpu_node[] =
+		"cpu_cores_count 0\nsimd_count 440\nmem_banks_count 1\n"
+		"gfx_target_version 90010\nvendor_id 4098\ndevice_id 29708\n"
+		"location_id 49408\ndomain 0\ndrm_render_minor 128\n"
+		"hive_id 12735104513718108162\nunique_id 17144981435618516270\n";
+	static const char cpu_node[] =
+		"cpu_cores_count 64\nsimd_count 0\nmem_banks_count 1\n"
+		"location_id 0\ndomain 0\n";
+	char busid[16] = "";
+
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x10de, 0x0302), DT_GPU_NVIDIA);
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x10de, 0x0300), DT_GPU_NVIDIA);
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x10de, 0x0200), -1);
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x1002, 0x0380), DT_GPU_AMD);
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x1002, 0x1200), DT_GPU_AMD);
+	/* A server board's own AMD graphics is no GPU to bind. */
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x1002, 0x0300), -1);
+	CU_ASSERT_EQUAL(dt_gpu_vendor_of(0x8086, 0x0380), -1);
+
+	CU_ASSERT_EQUAL(dt_kfd_node_parse(gpu_node, busid, sizeof(busid)), 1);
+	CU_ASSERT_STRING_EQUAL(busid, "0000:c1:00.0");
+	CU_ASSERT_EQUAL(dt_kfd_node_parse(cpu_node, busid, sizeof(busid)), 0);
+	CU_ASSERT_EQUAL(dt_kfd_node_parse("simd_count 4\nlocation_id 513\n"
+					  "domain 2\nsomething new: x\n",
+					  busid, sizeof(busid)), 1);
+	CU_ASSERT_STRING_EQUAL(busid, "0002:02:00.1");
+	CU_ASSERT_EQUAL(dt_kfd_node_parse("", busid, sizeof(busid)), -1);
+	CU_ASSERT_EQUAL(dt_kfd_node_parse("simd_count 4\nlocation_id 70000\n",
+					  busid, sizeof(busid)), -1);
+}
+
+/*
+ * An MI250X node as LUMI and Frontier publish it: GCD r goes to rank r
+ * with the 8 cores of its L3 (both threads), its NUMA node and that NUMA
+ * node's Slingshot NIC; ROCR_VISIBLE_DEVICES narrows a task to its GCD,
+ * and HIP's own variables, which would narrow it again, go.
+ */
+static void test_amd_mi250x(void)
+{
+	static const int numa[8] = { 3, 3, 1, 1, 0, 0, 2, 2 };
+	static const unsigned first_core[8] = { 48, 56, 16, 24, 0, 8, 32, 40 };
+	static const char *const nic[8] = { "cxi0", "cxi0", "cxi1", "cxi1",
+					    "cxi2", "cxi2", "cxi3", "cxi3" };
+	struct dt_machine m = load(MI250X_8_GCDS, NULL);
+	char *slurm[] = { "ROCR_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+			  "HIP_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=0,1",
+			  NULL };
+	const struct dt_env_entry *e;
+	struct dt_plan p;
+	struct dt_env env;
+	unsigned *ids;
+	char err[256], want[32];
+
+	CU_ASSERT_EQUAL(m.gpu_vendor, DT_GPU_AMD);
+	CU_ASSERT_EQUAL(m.ngpus, 8);
+	CU_ASSERT_EQUAL(m.nnumas, 4);
+	CU_ASSERT_EQUAL(m.nnics, 4);
+	CU_ASSERT_STRING_EQUAL(dt_gpu_visible_name(&m), "ROCR_VISIBLE_DEVICES");
+	CU_ASSERT_FATAL(plan(&m, 8, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	for (unsigned r = 0; r < 8; r++) {
+		CU_ASSERT_EQUAL(p.tasks[r].gpu, (int)r);
+		CU_ASSERT_EQUAL(p.tasks[r].numa, numa[r]);
+		snprintf(want, sizeof(want), "%u-%u,%u-%u", first_core[r],
+			 first_core[r] + 7, first_core[r] + 64,
+			 first_core[r] + 71);
+		CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[r]), want);
+		CU_ASSERT_FATAL(p.tasks[r].nic >= 0);
+		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[r].nic].name, nic[r]);
+	}
+	env = bind_env(&m, &p, 5, true, slurm);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROCR_VISIBLE_DEVICES"), "5");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU"),
+			       "0000:d6:00.0");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "0");
+	CU_ASSERT_PTR_NULL(dt_env_get(&env, "CUDA_DEVICE_ORDER"));
+	e = dt_env_find(&env, "HIP_VISIBLE_DEVICES");
+	CU_ASSERT(e && e->action == DT_ENV_UNSET);
+	e = dt_env_find(&env, "CUDA_VISIBLE_DEVICES");
+	CU_ASSERT(e && e->action == DT_ENV_UNSET);
+	dt_env_free(&env);
+	env = bind_env(&m, &p, 5, false, slurm);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "5");
+	CU_ASSERT_PTR_NULL(dt_env_find(&env, "ROCR_VISIBLE_DEVICES"));
+	dt_env_free(&env);
+	dt_plan_free(&p);
+
+	/* Two GCDs of a node (--gpus-per-node=2): Slurm's numbers are
+	 * indexes in the runtime's order; both GCDs share NUMA node 0. */
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "4,5", NULL, "4,5", &ids, err,
+				     sizeof(err)), 2);
+	CU_ASSERT_EQUAL(ids[0], 4);
+	CU_ASSERT_EQUAL(ids[1], 5);
+	free(ids);
+	CU_ASSERT_FATAL(plan(&m, 2, DT_BIND_GPU, false, "4,5", &p, NULL, 0)
+			== 0);
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[0]), "0-7,64-71");
+	CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[1]), "8-15,72-79");
+	dt_plan_free(&p);
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "9", &ids, err,
+				     sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "ROCR_VISIBLE_DEVICES='9' names GPU 9, "
+			       "but this node has 8 AMD GPUs: unset it if you "
+			       "set it, or use --dist-train=bind=numa");
+	dt_machine_free(&m);
+}
+
 /* torchrun's workers get their part of the node's plan from the agent. */
 static void test_worker_plan(void)
 {
@@ -486,6 +600,8 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_step_gpus_without_nvidia_gpus),
 	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
 	UNIT_TEST(test_grace_hopper),
+	UNIT_TEST(test_gpu_vendors),
+	UNIT_TEST(test_amd_mi250x),
 	UNIT_TEST(test_node_without_gpus),
 	UNIT_TEST(test_vpi_card),
 	UNIT_TEST(test_more_tasks_than_cores),

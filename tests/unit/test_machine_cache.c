@@ -7,6 +7,7 @@
 
 #include "unit.h"
 #include "../../common/machine_cache.h"
+#include "../../common/gpu_vendor.h"
 
 #define FP "boot=1 cpus=0-7 nodes=0-1 pci=3:abcd net=2:ef01"
 
@@ -87,6 +88,18 @@ static void test_round_trip(void)
 	CU_ASSERT_STRING_EQUAL(back.nics[1].busid, "");
 	CU_ASSERT_EQUAL(back.nics[1].numa, -1);
 	CU_ASSERT_EQUAL(back.gpu_nic_hops[1], 7);
+	CU_ASSERT_EQUAL(back.gpu_vendor, DT_GPU_NVIDIA);
+	free(text);
+	dt_machine_free(&back);
+
+	/* An AMD node stays one, its GPUs in the order they were cached. */
+	m.gpu_vendor = DT_GPU_AMD;
+	m.gpus[0].minor = -1;
+	text = text_of(&m);
+	CU_ASSERT_FATAL(dt_machine_parse(text, strlen(text), FP, &back, err,
+					 sizeof(err)) == 0);
+	CU_ASSERT_EQUAL(back.gpu_vendor, DT_GPU_AMD);
+	CU_ASSERT_EQUAL(back.gpus[0].minor, -1);
 	free(text);
 	dt_machine_free(&m);
 	dt_machine_free(&back);
@@ -113,14 +126,23 @@ static void test_malformed(void)
 	static const char *const bad[] = {
 		"",
 		"dist-train machine 2\nfingerprint " FP "\n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 70000\n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 1\n0 \n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 1\n0 1,\n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 1\n0 99999999\n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 0\ngpus 0\n"
-		"nics 1\nx - - q 0 1\nhops\nend\n",
-		"dist-train machine 1\nfingerprint " FP "\ncores 0\ngpus 1\n"
-		"0000:03:00.0 0 0\nnics 1\neth0 - - e -1 1\nhops\nend\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 70000\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 1\n0 \n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 1\n0 1,\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 1\n0 99999999\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 0\n"
+		"gpu-vendor NVIDIA\ngpus 0\nnics 1\nx - - q 0 1\nhops\nend\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 0\n"
+		"gpu-vendor NVIDIA\ngpus 1\n0000:03:00.0 0 0\nnics 1\n"
+		"eth0 - - e -1 1\nhops\nend\n",
+		/* A vendor not in the table, none, and the format before
+		 * vendors (a cache of an older plugin). */
+		"dist-train machine 2\nfingerprint " FP "\ncores 0\n"
+		"gpu-vendor Intel\ngpus 0\nnics 0\nhops\nend\n",
+		"dist-train machine 2\nfingerprint " FP "\ncores 0\n"
+		"gpus 0\nnics 0\nhops\nend\n",
+		"dist-train machine 1\nfingerprint " FP "\ncores 0\n"
+		"gpus 0\nnics 0\nhops\nend\n",
 	};
 	struct dt_machine m, back;
 	char *text, err[256];
