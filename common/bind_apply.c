@@ -134,10 +134,15 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 				 &gpus, err, errlen);
 		if (n < 0)
 			goto out;
-		/* Slurm's GPUs are none this node shows as a GPU. */
-		if (n == 0 && getenv("SLURM_STEP_GPUS", arg))
+		/* No GPU to place: the step's cannot be told (MIG, UUIDs:
+		 * ERR says why), or Slurm's are none this node shows. */
+		if (n == 0 && err[0]) {
+			dt_note(notes, notes_len, err);
+			err[0] = '\0';
+		} else if (n == 0 && getenv("SLURM_STEP_GPUS", arg)) {
 			dt_note(notes, notes_len, "GPUs: Slurm's are no NVIDIA "
 				"or AMD GPUs here, bound by NUMA node");
+		}
 		req.gpus = gpus;
 		req.ngpus = (unsigned)n;
 	}

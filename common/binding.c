@@ -253,7 +253,7 @@ static int own_gpu_entry(const struct dt_bind_env_request *req,
 			 const struct dt_task_plan *t, char *buf, size_t len)
 {
 	const char *visible = req->getenv(dt_gpu_visible_name(req->machine),
-					  req->getenv_arg);
+					  req->getenv_arg), *end;
 	unsigned *list = NULL;
 	int n;
 
@@ -262,14 +262,26 @@ static int own_gpu_entry(const struct dt_bind_env_request *req,
 		snprintf(buf, len, "%d", t->gpu);
 		return 0;
 	}
-	/* Slurm's list, in the order of the step's GPUs. */
+	/* Slurm's list, in the order of the step's GPUs: its entry. */
 	n = dt_intlist_parse(visible, 1u << 20, &list);
-	if (n <= t->gpu_ordinal) {
+	if (n >= 0) {
+		int rc = n > t->gpu_ordinal ? 0 : -1;
+
+		if (!rc)
+			snprintf(buf, len, "%u", list[t->gpu_ordinal]);
 		free(list);
-		return -1;
+		return rc;
 	}
-	snprintf(buf, len, "%u", list[t->gpu_ordinal]);
-	free(list);
+	/* UUIDs and MIG devices, copied. */
+	for (int i = 0; i < t->gpu_ordinal && visible; i++)
+		if ((visible = strchr(visible, ',')))
+			visible++;
+	if (!visible || !*visible || *visible == ',')
+		return -1;
+	end = strchr(visible, ',');
+	snprintf(buf, len, "%.*s",
+		 (int)(end ? (size_t)(end - visible) : strlen(visible)),
+		 visible);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "gpu_vendor.h"
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,6 +538,8 @@ static int load(const char *xml, const char *alloc_cores, bool whole,
 	if (load_cores(topo, alloc_cores, whole, out, err, errlen) < 0 ||
 	    load_devices(topo, xml == NULL, out, err, errlen) < 0)
 		goto out;
+	if (!xml)
+		dt_machine_read_mig(out);
 	rc = 0;
 out:
 	if (rc < 0)
@@ -583,3 +586,27 @@ int dt_machine_discover_whole(struct dt_machine *out, char *err,
 }
 
 #endif
+
+void dt_machine_read_mig(struct dt_machine *m)
+{
+	for (unsigned g = 0; g < m->ngpus; g++) {
+		char path[96];
+		struct dirent *e;
+		DIR *d;
+
+		m->gpus[g].mig = 0;
+		if (m->gpus[g].minor < 0)
+			continue;
+		snprintf(path, sizeof(path),
+			 "/proc/driver/nvidia/capabilities/gpu%d/mig",
+			 m->gpus[g].minor);
+		d = opendir(path);
+		if (!d)
+			continue;
+		while ((e = readdir(d)) != NULL)
+			if (!strncmp(e->d_name, "gi", 2) && e->d_name[2] >= '0' &&
+			    e->d_name[2] <= '9')
+				m->gpus[g].mig++;
+		closedir(d);
+	}
+}

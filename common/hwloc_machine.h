@@ -31,4 +31,13 @@ int dt_machine_load(const char *xml, const char *alloc_cores,
 int dt_machine_discover_whole(struct dt_machine *out, char *err,
 			      size_t errlen);
 
+/*
+ * How many MIG GPU instances each of this node's NVIDIA GPUs holds now,
+ * into M->gpus[g].mig, from the driver's capability files
+ * (/proc/driver/nvidia/capabilities/gpuMINOR/mig/giN): an administrator
+ * may change them between jobs, so they are read for each step and never
+ * cached. No GPU library is opened.
+ */
+void dt_machine_read_mig(struct dt_machine *m);
+
 #endif

@@ -150,6 +150,59 @@ const char *dt_gpu_visible_name(const struct dt_machine *m)
 	return v ? v->visible : "CUDA_VISIBLE_DEVICES";
 }
 
+/*
+ * A MIG step: Slurm's list holds MIG devices (MIG-<uuid>), and
+ * SLURM_STEP_GPUS counts instances, not GPUs, so neither names a GPU. The
+ * driver says which GPUs hold instances (dt_machine_read_mig): where one
+ * does, every instance of the step is on it, and each task is bound to it
+ * (its NUMA node's cores split between them, as for any shared node).
+ * Where several do, which instance is on which is NVML's to say, which
+ * slurmstepd does not open: the tasks are bound by NUMA node, and ERR
+ * says so with 0 returned.
+ */
+static int mig_step_gpus(const struct dt_machine *m, const char *visible,
+			 unsigned **out, char *err, size_t errlen)
+{
+	unsigned n = 0, parents = 0, parent = 0;
+	const char *p = visible;
+
+	for (;;) {
+		if (strncmp(p, "MIG-", 4)) {
+			dt_errf(err, errlen, "%s='%s' mixes MIG devices with "
+				"others: unset it if you set it, or use "
+				"--dist-train=bind=numa", dt_gpu_visible_name(m),
+				visible);
+			return -1;
+		}
+		n++;
+		p = strchr(p, ',');
+		if (!p)
+			break;
+		p++;
+	}
+	for (unsigned g = 0; g < m->ngpus; g++) {
+		if (m->gpus[g].mig) {
+			parents++;
+			parent = g;
+		}
+	}
+	*out = malloc(n * sizeof(**out));
+	if (!*out) {
+		dt_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (parents != 1) {
+		dt_errf(err, errlen, "GPUs: MIG instances %s, bound by NUMA "
+			"node", parents ? "of several GPUs, which cannot be "
+			"told apart without NVML" : "of a GPU this node does "
+			"not show");
+		return 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		(*out)[i] = parent;
+	return (int)n;
+}
+
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		 const char *job_gpus, const char *visible,
 		 unsigned **out, char *err, size_t errlen)
@@ -160,6 +213,8 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	int n;
 
 	*out = NULL;
+	if (errlen)
+		err[0] = '\0';
 	/*
 	 * No GPU on the node: whatever Slurm's GRES counts there (a GRES
 	 * without devices) is not ours to place, and the node is bound as
@@ -173,6 +228,8 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		}
 		return 0;
 	}
+	if (visible && !strncmp(visible, "MIG-", 4))
+		return mig_step_gpus(m, visible, out, err, errlen);
 	if (step_gpus && *step_gpus) {
 		name = "SLURM_STEP_GPUS";
 		text = step_gpus;
@@ -196,11 +253,23 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	}
 
 	n = dt_intlist_parse(text, 1u << 20, &ids);
+	if (n < 0 && !minors && !strncmp(text, "GPU-", 4)) {
+		/* UUIDs (Slurm's env_uuid, or the user's): which GPU each
+		 * is, only the driver's library says. */
+		*out = malloc(sizeof(**out));
+		if (!*out) {
+			dt_errf(err, errlen, "out of memory");
+			return -1;
+		}
+		dt_errf(err, errlen, "GPUs: %s names them by UUID, bound by "
+			"NUMA node", name);
+		return 0;
+	}
 	if (n < 0) {
-		dt_errf(err, errlen, "%s='%s' is not a list of GPU numbers "
-			"(UUIDs and MIG devices cannot be placed): use "
-			"--dist-train=bind=numa, which binds each task to a "
-			"NUMA node and leaves the GPUs to you", name, text);
+		dt_errf(err, errlen, "%s='%s' is not a list of GPU numbers: "
+			"unset it if you set it, or use --dist-train=bind=numa, "
+			"which binds each task to a NUMA node and leaves the "
+			"GPUs to you", name, text);
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {

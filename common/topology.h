@@ -24,6 +24,7 @@ struct dt_gpu {
 	char busid[16];		/* "0000:03:00.0" */
 	int numa;		/* nearest NUMA node, -1 if unknown */
 	int minor;		/* NVIDIA: /dev/nvidiaN; -1 if unknown */
+	unsigned mig;		/* MIG GPU instances it holds (per step) */
 };
 
 enum dt_nic_kind {
@@ -86,8 +87,12 @@ const char *dt_gpu_visible_name(const struct dt_machine *m);
  * SLURM_STEP_GPUS, else SLURM_JOB_GPUS (NVIDIA's device minors,
  * /dev/nvidiaN, where the driver told them; else indexes in M's order),
  * else VISIBLE (the vendor's variable: indexes in M's order), else all
- * GPUs. Returns the count; -1 with ERR when a list names GPUs the node
- * lacks or cannot be read (UUIDs, MIG devices).
+ * GPUs. MIG devices in VISIBLE (MIG-<uuid>) are placed on the one GPU
+ * that holds MIG instances (gpus[].mig): the result repeats it, once per
+ * instance. Returns the count; -1 with ERR when a list names GPUs the
+ * node lacks or cannot be read; 0 with ERR saying why where the GPUs
+ * cannot be told (UUIDs; MIG instances on several GPUs, or none known):
+ * the tasks are then bound by NUMA node.
  */
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		 const char *job_gpus, const char *visible,

@@ -239,10 +239,14 @@ int cmd_plan(int argc, char **argv)
 		helper_error("%s", err);
 		goto out;
 	}
-	if (o.json)
+	if (o.json) {
 		print_json(&m, &plan);
-	else
+	} else {
 		print_table(&m, &plan, o.topology ? o.topology : "this node");
+		/* Why the step's GPUs could not be told (MIG, UUIDs). */
+		if (n == 0 && err[0])
+			printf("\n%s\n", err);
+	}
 	rc = 0;
 out:
 	free(gpus);

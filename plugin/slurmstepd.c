@@ -88,6 +88,8 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 		    dt_machine_restrict(&st->whole, allowed, n, alloc_cores,
 					&st->machine, err, sizeof(err)) == 0) {
 			free(allowed);
+			/* The cache keeps no MIG layout: it may change. */
+			dt_machine_read_mig(&st->machine);
 			st->have_machine = true;
 			goto out;
 		}

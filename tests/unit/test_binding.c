@@ -208,11 +208,16 @@ static void test_step_gpu_subset(void)
 	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_GPUS='7' names GPU 7, but "
 			       "this node has 3 NVIDIA GPUs: unset it if you "
 			       "set it, or use --dist-train=bind=numa");
+	/* UUIDs alone (Slurm's env_uuid): bound by NUMA node, and why. */
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "GPU-8d2c5f3a", &ids,
-				     err, sizeof(err)), -1);
-	CU_ASSERT_STRING_EQUAL(err, "CUDA_VISIBLE_DEVICES='GPU-8d2c5f3a' is "
-			       "not a list of GPU numbers (UUIDs and MIG "
-			       "devices cannot be placed): use "
+				     err, sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: CUDA_VISIBLE_DEVICES names them by "
+			       "UUID, bound by NUMA node");
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0,x", NULL, NULL, &ids, err,
+				     sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "SLURM_STEP_GPUS='0,x' is not a list of "
+			       "GPU numbers: unset it if you set it, or use "
 			       "--dist-train=bind=numa, which binds each task "
 			       "to a NUMA node and leaves the GPUs to you");
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, "1,1", NULL, NULL, &ids, err,
@@ -423,6 +428,72 @@ static void test_environment(void)
 	dt_machine_free(&m);
 }
 
+/*
+ * MIG: Slurm gives the step MIG devices, and SLURM_STEP_GPUS counts
+ * instances, which are no GPU's minors. With one GPU holding instances,
+ * every task goes to it, its NUMA node's cores split between them, and
+ * visible-gpus=own gives each its own instance; otherwise the tasks are
+ * bound by NUMA node, and the reason is said.
+ */
+static void test_mig(void)
+{
+	struct dt_machine m = load(POWER8_4_GPUS, NULL);
+	char *slurm[] = { "CUDA_VISIBLE_DEVICES=MIG-5d3c0a1e-aaaa,MIG-77b1f2c4-bbbb",
+			  "SLURM_STEP_GPUS=0,1", NULL };
+	struct dt_plan_request req;
+	struct dt_plan p;
+	struct dt_env env;
+	unsigned *ids;
+	char err[256];
+
+	m.gpus[2].mig = 3;
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0,1", NULL, slurm[0] + 21, &ids,
+				     err, sizeof(err)), 2);
+	CU_ASSERT_EQUAL(ids[0], 2);
+	CU_ASSERT_EQUAL(ids[1], 2);
+	memset(&req, 0, sizeof(req));
+	req.machine = &m;
+	req.ntasks = 2;
+	req.mode = DT_BIND_GPU;
+	req.gpus = ids;
+	req.ngpus = 2;
+	CU_ASSERT_FATAL(dt_plan_compute(&req, &p, err, sizeof(err)) == 0);
+	free(ids);
+	CU_ASSERT_EQUAL(p.tasks[0].gpu, 2);
+	CU_ASSERT_EQUAL(p.tasks[1].gpu, 2);
+	CU_ASSERT_EQUAL(p.tasks[0].numa, m.gpus[2].numa);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, m.gpus[2].numa);
+	CU_ASSERT(p.tasks[0].ncpus > 0 && p.tasks[1].ncpus > 0);
+	CU_ASSERT(p.tasks[0].cpus[p.tasks[0].ncpus - 1] < p.tasks[1].cpus[0]);
+	env = bind_env(&m, &p, 1, true, slurm);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "CUDA_VISIBLE_DEVICES"),
+			       "MIG-77b1f2c4-bbbb");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "0");
+	dt_env_free(&env);
+	env = bind_env(&m, &p, 1, false, slurm);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "DIST_TRAIN_GPU_ORDINAL"), "1");
+	CU_ASSERT_PTR_NULL(dt_env_find(&env, "CUDA_VISIBLE_DEVICES"));
+	dt_env_free(&env);
+	dt_plan_free(&p);
+
+	m.gpus[0].mig = 1;
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0,1", NULL, "MIG-a,MIG-b", &ids, err,
+				     sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG instances of several GPUs, "
+			       "which cannot be told apart without NVML, "
+			       "bound by NUMA node");
+	m.gpus[0].mig = m.gpus[2].mig = 0;
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "MIG-a", &ids, err,
+				     sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG instances of a GPU this node "
+			       "does not show, bound by NUMA node");
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "MIG-a,0", &ids, err,
+				     sizeof(err)), -1);
+	dt_machine_free(&m);
+}
+
 /* Which PCI devices are whose GPUs, and amdkfd's word on a GPU's bus. */
 static void test_gpu_vendors(void)
 {
@@ -601,6 +672,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
 	UNIT_TEST(test_grace_hopper),
 	UNIT_TEST(test_gpu_vendors),
+	UNIT_TEST(test_mig),
 	UNIT_TEST(test_amd_mi250x),
 	UNIT_TEST(test_node_without_gpus),
 	UNIT_TEST(test_vpi_card),
