@@ -219,6 +219,18 @@ static int apply_topology_cache(struct dt_config *cfg, const char *value,
 			errlen);
 }
 
+static int apply_slurm_gpus(struct dt_config *cfg, const char *value,
+			    char *err, size_t errlen)
+{
+	if (!strcmp(value, "autodetect") || !strcmp(value, "minors")) {
+		cfg->slurm_gpus_minors = !strcmp(value, "minors");
+		return 0;
+	}
+	dt_errf(err, errlen, "bad value '%s' for 'slurm-gpus': expected "
+		"autodetect or minors", value);
+	return -1;
+}
+
 static int apply_torchrun(struct dt_config *cfg, const char *value,
 			  char *err, size_t errlen)
 {
@@ -419,6 +431,13 @@ static const struct setting settings[] = {
 	  VALUE_REQUIRED, apply_topology_cache, DT_TOPOLOGY_CACHE_DEFAULT,
 	  "where slurmstepd keeps the node's machine, discovered once as "
 	  "root; off: discover in every step" },
+	{ "slurm-gpus", "slurm-gpus=autodetect|minors", SCOPE_SITE,
+	  VALUE_REQUIRED, apply_slurm_gpus, "autodetect",
+	  "how SLURM_STEP_GPUS numbers a node's GPUs: autodetect: in the "
+	  "order gres.conf's AutoDetect finds them (NVIDIA: PCI bus order), "
+	  "as when gres.conf lists them in that order; minors: as "
+	  "/dev/nvidiaN, for a gres.conf that lists File=/dev/nvidia[0-N] "
+	  "on nodes whose minors do not follow the bus" },
 	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_worker_lib, "(PKGLIBDIR/dist_train_worker.so)",
 	  "the library preloaded into torchrun's workers to bind each one, "

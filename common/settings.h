@@ -32,6 +32,9 @@ struct dt_config {
 	char topology[DT_HELPER_PATH_MAX]; /* hwloc XML of the node, or "" */
 	char worker_lib[DT_HELPER_PATH_MAX]; /* preloaded into torchrun's workers */
 	char topology_cache[DT_HELPER_PATH_MAX]; /* the node's machine, or "" */
+	/* slurm-gpus=minors: Slurm's GPU numbers are /dev/nvidiaN minors
+	 * (a gres.conf listing them by hand), not AutoDetect's order. */
+	bool slurm_gpus_minors;
 
 	/* Per step: the site's value is the default, the user's wins. */
 	bool enabled;

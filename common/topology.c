@@ -209,7 +209,7 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 {
 	const char *name, *text;
 	unsigned *ids = NULL;
-	bool minors = true;
+	bool slurm_list = true;
 	int n;
 
 	*out = NULL;
@@ -239,7 +239,7 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	} else if (visible && *visible) {
 		name = dt_gpu_visible_name(m);
 		text = visible;
-		minors = false;
+		slurm_list = false;
 	} else {
 		ids = malloc((m->ngpus ? m->ngpus : 1) * sizeof(*ids));
 		if (!ids) {
@@ -253,7 +253,7 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 	}
 
 	n = dt_intlist_parse(text, 1u << 20, &ids);
-	if (n < 0 && !minors && !strncmp(text, "GPU-", 4)) {
+	if (n < 0 && !slurm_list && !strncmp(text, "GPU-", 4)) {
 		/* UUIDs (Slurm's env_uuid, or the user's): which GPU each
 		 * is, only the driver's library says. */
 		*out = malloc(sizeof(**out));
@@ -273,7 +273,8 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
-		int g = minors ? gpu_by_minor(m, ids[i]) :
+		int g = slurm_list && m->slurm_minors ?
+			gpu_by_minor(m, ids[i]) :
 			ids[i] < m->ngpus ? (int)ids[i] : -1;
 
 		if (g < 0) {

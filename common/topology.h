@@ -53,6 +53,9 @@ struct dt_machine {
 	struct dt_gpu *gpus;
 	unsigned ngpus;
 	int gpu_vendor;		/* enum dt_gpu_vendor_id, where ngpus > 0 */
+	/* Slurm numbers the GPUs by NVIDIA device minor (the site's
+	 * slurm-gpus=minors), not in the order above. */
+	bool slurm_minors;
 	struct dt_nic *nics;
 	unsigned nnics;
 	/* PCI hops between GPU g and NIC n: gpu_nic_hops[g * nnics + n]. */
@@ -84,9 +87,11 @@ const char *dt_gpu_visible_name(const struct dt_machine *m);
 
 /*
  * The GPUs of a step, as indexes into M->gpus, in M's order. From
- * SLURM_STEP_GPUS, else SLURM_JOB_GPUS (NVIDIA's device minors,
- * /dev/nvidiaN, where the driver told them; else indexes in M's order),
- * else VISIBLE (the vendor's variable: indexes in M's order), else all
+ * SLURM_STEP_GPUS, else SLURM_JOB_GPUS: indexes in slurmd's GPU list,
+ * which AutoDetect (NVML, RSMI) fills in the order it finds the GPUs,
+ * M's order (Slurm's gres_gpu.c sorts them so), or, with M->slurm_minors,
+ * NVIDIA's device minors (/dev/nvidiaN) where the driver told them; else
+ * VISIBLE (the vendor's variable: the same numbers), else all
  * GPUs. MIG devices in VISIBLE (MIG-<uuid>) are placed on the one GPU
  * that holds MIG instances (gpus[].mig): the result repeats it, once per
  * instance. Returns the count; -1 with ERR when a list names GPUs the

@@ -72,6 +72,7 @@ int cmd_exec(int argc, char **argv)
 	have_machine = cfg.bind != DT_BIND_OFF &&
 		       dt_machine_load(cfg.topology[0] ? cfg.topology : NULL,
 				       NULL, &machine, why, sizeof(why)) == 0;
+	machine.slurm_minors = cfg.slurm_gpus_minors;
 	rc = dt_bind_task(have_machine ? &machine : NULL, why, &cfg,
 			  process_getenv, NULL, &env, notes, sizeof(notes),
 			  err, sizeof(err));

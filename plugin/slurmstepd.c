@@ -109,6 +109,7 @@ static void load_machine(spank_t sp, struct plugin_state *st)
 		     alloc_cores ? alloc_cores : "unknown");
 	st->have_machine = true;
 out:
+	st->machine.slurm_minors = st->step.slurm_gpus_minors;
 	st->topology_ms = plugin_clock_ms() - start;
 }
 

@@ -190,11 +190,36 @@ static void test_step_gpu_subset(void)
 	unsigned *ids;
 	char err[256];
 
-	/* SLURM_STEP_GPUS holds device minors; in XML: bus order. */
+	/* SLURM_STEP_GPUS: indexes in AutoDetect's order, the bus's. */
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, "1,2", "0-2", NULL, &ids, err,
 				     sizeof(err)), 2);
 	CU_ASSERT_EQUAL(ids[0], 1);
 	free(ids);
+	/*
+	 * A node whose device minors do not follow the bus (the driver
+	 * numbered 0000:03:00.0 as /dev/nvidia2): Slurm's AutoDetect still
+	 * counts in bus order (gres_gpu.c sorts by NVML's links), a
+	 * gres.conf listing File=/dev/nvidia[0-2] counts by minor.
+	 */
+	m.gpus[0].minor = 2;
+	m.gpus[1].minor = 0;
+	m.gpus[2].minor = 1;
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0", NULL, NULL, &ids, err,
+				     sizeof(err)), 1);
+	CU_ASSERT_EQUAL(ids[0], 0);
+	free(ids);
+	m.slurm_minors = true;
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, "0", NULL, NULL, &ids, err,
+				     sizeof(err)), 1);
+	CU_ASSERT_EQUAL(ids[0], 1);
+	free(ids);
+	/* The user's CUDA_VISIBLE_DEVICES counts in CUDA's (bus) order. */
+	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "0", &ids, err,
+				     sizeof(err)), 1);
+	CU_ASSERT_EQUAL(ids[0], 0);
+	free(ids);
+	m.slurm_minors = false;
+	m.gpus[0].minor = m.gpus[1].minor = m.gpus[2].minor = -1;
 	CU_ASSERT_FATAL(plan(&m, 2, DT_BIND_GPU, false, "1-2", &p, NULL, 0)
 			== 0);
 	CU_ASSERT_EQUAL(p.tasks[0].gpu, 1);

@@ -20,7 +20,8 @@
 	"share-gpus[=yes|no], restarts=N, fail-fast[=yes|no], " \
 	"record=DIR|off, default=on|off, " \
 	"port-range=LOW-HIGH, helper=PATH, topology=FILE, " \
-	"topology-cache=PATH|off, worker-lib=PATH"
+	"topology-cache=PATH|off, slurm-gpus=autodetect|minors, " \
+	"worker-lib=PATH"
 
 static void test_defaults(void)
 {
@@ -65,6 +66,30 @@ static void test_topology_cache(void)
 					       sizeof(err)), -1);
 }
 
+/* How Slurm numbers the GPUs is the site's gres.conf: a site key. */
+static void test_slurm_gpus(void)
+{
+	char *minors[] = { "slurm-gpus=minors" };
+	char *autodetect[] = { "slurm-gpus=autodetect" };
+	char *bad[] = { "slurm-gpus=bus" };
+	struct dt_config c;
+	char err[256];
+
+	dt_config_init(&c);
+	CU_ASSERT_FALSE(c.slurm_gpus_minors);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, minors, err, sizeof(err)),
+			0);
+	CU_ASSERT_TRUE(c.slurm_gpus_minors);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, autodetect, err,
+					     sizeof(err)), 0);
+	CU_ASSERT_FALSE(c.slurm_gpus_minors);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&c, 1, bad, err, sizeof(err)),
+			-1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "bad value 'bus' for 'slurm-gpus': "
+				      "expected autodetect or minors"));
+	CU_ASSERT_EQUAL(dt_config_parse_option(&c, "slurm-gpus=minors", err,
+					       sizeof(err)), -1);
+}
 
 static void test_bare_option_enables(void)
 {
@@ -411,8 +436,8 @@ static void test_documented_defaults(void)
 		CU_ASSERT_EQUAL(memcmp(&init, &set, sizeof(init)), 0);
 		checked++;
 	}
-	CU_ASSERT_EQUAL(i, 22);
-	CU_ASSERT_EQUAL(checked, 14);
+	CU_ASSERT_EQUAL(i, 23);
+	CU_ASSERT_EQUAL(checked, 15);
 	CU_ASSERT_EQUAL(dt_setting_describe(i, &info), -1);
 }
 
@@ -447,6 +472,7 @@ static void test_after_start_settings(void)
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
 	UNIT_TEST(test_topology_cache),
+	UNIT_TEST(test_slurm_gpus),
 	UNIT_TEST(test_bare_option_enables),
 	UNIT_TEST(test_user_settings),
 	UNIT_TEST(test_user_errors),
