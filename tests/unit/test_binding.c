@@ -20,6 +20,7 @@
 #define POWER8_4_GPUS XML("power8gpudistances.xml")
 #define GH200_4_GPUS XML("gh200-4gpu-alps.xml")
 #define MI250X_8_GCDS XML("mi250x-lumi-frontier.xml")
+#define MI300A_4_APUS XML("mi300a-4apu-llnl.xml")
 
 static struct dt_machine load(const char *xml, const char *alloc_cores)
 {
@@ -631,6 +632,36 @@ static void test_amd_mi250x(void)
 	dt_machine_free(&m);
 }
 
+/*
+ * MI300A, as LLNL documents El Capitan's nodes: APU i is package and NUMA
+ * node i, its GPU a processing accelerator (class 1200) in PCI domain i;
+ * rank i gets GPU i, cores 24i-24i+23 with their threads, and cxi i.
+ */
+static void test_amd_mi300a(void)
+{
+	struct dt_machine m = load(MI300A_4_APUS, NULL);
+	struct dt_plan p;
+	char want[48];
+
+	CU_ASSERT_EQUAL(m.gpu_vendor, DT_GPU_AMD);
+	CU_ASSERT_EQUAL(m.ngpus, 4);
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(want, sizeof(want), "%04x:02:00.0", i);
+		CU_ASSERT_STRING_EQUAL(m.gpus[p.tasks[i].gpu].busid, want);
+		CU_ASSERT_EQUAL(p.tasks[i].numa, (int)i);
+		snprintf(want, sizeof(want), "%u-%u,%u-%u", 24 * i, 24 * i + 23,
+			 96 + 24 * i, 96 + 24 * i + 23);
+		CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[i]), want);
+		CU_ASSERT_FATAL(p.tasks[i].nic >= 0);
+		snprintf(want, sizeof(want), "cxi%u", i);
+		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[i].nic].name, want);
+	}
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
 /* torchrun's workers get their part of the node's plan from the agent. */
 static void test_worker_plan(void)
 {
@@ -699,6 +730,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_gpu_vendors),
 	UNIT_TEST(test_mig),
 	UNIT_TEST(test_amd_mi250x),
+	UNIT_TEST(test_amd_mi300a),
 	UNIT_TEST(test_node_without_gpus),
 	UNIT_TEST(test_vpi_card),
 	UNIT_TEST(test_more_tasks_than_cores),
