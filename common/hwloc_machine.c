@@ -260,18 +260,17 @@ static int nvidia_minor(const char *busid)
 /*
  * AMD: the ROCm runtime numbers GPUs (ROCR_VISIBLE_DEVICES, HIP's
  * ordinals) in the order of the KFD topology's GPU nodes, which need not
- * be bus order. Reorder M->gpus so, where amdkfd says; a GPU it does not
- * name keeps its place after those it does. A partitioned MI300 (several
- * KFD nodes behind one PCI device) is seen as one GPU.
+ * be bus order, and counts each partition of an MI300 in TPX or CPX mode
+ * as a GPU. Read amdkfd's nodes (at most 4096, each file 8 KiB) and order
+ * M->gpus so; without them (no amdkfd), bus order stays.
  */
-static void kfd_order(struct dt_machine *m)
+static int kfd_order(struct dt_machine *m)
 {
-	struct dt_gpu *sorted = calloc(m->ngpus + 1, sizeof(*sorted));
-	bool *taken = calloc(m->ngpus + 1, sizeof(*taken));
-	unsigned n = 0;
+	char (*kfd)[16] = NULL;
+	struct dt_gpu *ordered = NULL;
+	unsigned nkfd = 0, cap = 0;
+	int rc = -1;
 
-	if (!sorted || !taken)
-		goto out;
 	for (unsigned node = 0; node < 4096; node++) {
 		char path[96], text[8192], busid[16];
 		size_t len;
@@ -287,21 +286,34 @@ static void kfd_order(struct dt_machine *m)
 		text[len] = '\0';
 		if (dt_kfd_node_parse(text, busid, sizeof(busid)) != 1)
 			continue;
-		for (unsigned g = 0; g < m->ngpus; g++) {
-			if (!taken[g] && !strcmp(m->gpus[g].busid, busid)) {
-				taken[g] = true;
-				sorted[n++] = m->gpus[g];
-				break;
-			}
+		if (nkfd == cap) {
+			char (*more)[16] = realloc(kfd, (cap ? 2 * cap : 16) *
+						   sizeof(*kfd));
+
+			if (!more)
+				goto out;
+			kfd = more;
+			cap = cap ? 2 * cap : 16;
 		}
+		memcpy(kfd[nkfd++], busid, sizeof(busid));
 	}
-	for (unsigned g = 0; g < m->ngpus; g++)
-		if (!taken[g])
-			sorted[n++] = m->gpus[g];
-	memcpy(m->gpus, sorted, m->ngpus * sizeof(*sorted));
+	if (!nkfd) {
+		rc = 0;
+		goto out;
+	}
+	ordered = calloc(m->ngpus + nkfd + 1, sizeof(*ordered));
+	if (!ordered)
+		goto out;
+	m->ngpus = dt_gpus_in_kfd_order(m->gpus, m->ngpus,
+					(const char (*)[16])kfd, nkfd, ordered);
+	free(m->gpus);
+	m->gpus = ordered;
+	ordered = NULL;
+	rc = 0;
 out:
-	free(sorted);
-	free(taken);
+	free(kfd);
+	free(ordered);
+	return rc;
 }
 
 static int cmp_gpu(const void *a, const void *b)
@@ -427,8 +439,17 @@ static int load_devices(hwloc_topology_t topo, bool this_node,
 		m->ngpus++;
 	}
 	qsort(m->gpus, m->ngpus, sizeof(*m->gpus), cmp_gpu);
-	if (this_node && m->gpu_vendor == DT_GPU_AMD)
-		kfd_order(m);
+	if (this_node && m->gpu_vendor == DT_GPU_AMD && kfd_order(m) < 0)
+		goto nomem;
+	if (m->ngpus > npci) {
+		/* Partitions: more GPUs than PCI devices. */
+		hwloc_obj_t *more = realloc(gpu_objs, (m->ngpus + 1) *
+					    sizeof(*gpu_objs));
+
+		if (!more)
+			goto nomem;
+		gpu_objs = more;
+	}
 	for (unsigned g = 0; g < m->ngpus; g++) {
 		for (unsigned i = 0; i < npci; i++) {
 			hwloc_obj_t o = hw.get_obj_by_depth(topo, pdepth, i);

@@ -55,8 +55,8 @@ static void names_of(const char *dir, unsigned *count, uint32_t *hash)
 int dt_node_fingerprint(char *buf, size_t len)
 {
 	char boot[64], cpus[256], nodes[256];
-	unsigned npci, nnet;
-	uint32_t hpci, hnet;
+	unsigned npci, nnet, nkfd;
+	uint32_t hpci, hnet, hkfd;
 	int n;
 
 	first_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
@@ -64,11 +64,13 @@ int dt_node_fingerprint(char *buf, size_t len)
 	first_line("/sys/devices/system/node/online", nodes, sizeof(nodes));
 	names_of("/sys/bus/pci/devices", &npci, &hpci);
 	names_of("/sys/class/net", &nnet, &hnet);
+	/* An MI300's partitions change amdkfd's nodes, not its PCI. */
+	names_of("/sys/class/kfd/kfd/topology/nodes", &nkfd, &hkfd);
 	if (!boot[0] || !cpus[0])
 		return -1;
 	n = snprintf(buf, len, "v=%s boot=%s cpus=%s nodes=%s pci=%u:%08x "
-		     "net=%u:%08x", PACKAGE_VERSION, boot, cpus,
-		     nodes[0] ? nodes : "-", npci, hpci, nnet, hnet);
+		     "net=%u:%08x kfd=%u", PACKAGE_VERSION, boot, cpus,
+		     nodes[0] ? nodes : "-", npci, hpci, nnet, hnet, nkfd);
 	return n > 0 && (size_t)n < len && n < DT_FINGERPRINT_MAX ? 0 : -1;
 }
 

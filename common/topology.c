@@ -114,6 +114,29 @@ bad:
 	return -1;
 }
 
+unsigned dt_gpus_in_kfd_order(const struct dt_gpu *gpus, unsigned n,
+			      const char (*kfd)[16], unsigned nkfd,
+			      struct dt_gpu *out)
+{
+	unsigned count = 0;
+
+	for (unsigned k = 0; k < nkfd; k++)
+		for (unsigned g = 0; g < n; g++)
+			if (!strcmp(gpus[g].busid, kfd[k])) {
+				out[count++] = gpus[g];
+				break;
+			}
+	for (unsigned g = 0; g < n; g++) {
+		bool named = false;
+
+		for (unsigned k = 0; k < nkfd && !named; k++)
+			named = !strcmp(gpus[g].busid, kfd[k]);
+		if (!named)
+			out[count++] = gpus[g];
+	}
+	return count;
+}
+
 /* Index in M->gpus of the GPU with device minor MINOR, or -1. */
 static int gpu_by_minor(const struct dt_machine *m, unsigned minor)
 {

@@ -76,6 +76,19 @@ int dt_intlist_parse(const char *text, unsigned max, unsigned **out);
 
 struct dt_gpu_vendor;
 
+/*
+ * GPUS (N of them, in bus order) as the ROCm runtime numbers them: the
+ * KFD topology's GPU nodes in node order, given by their PCI bus ids
+ * (KFD, NKFD of them). A bus id KFD names several times (an MI300 in TPX
+ * or CPX mode: several GPUs behind one PCI device) gives as many GPUs; a
+ * GPU KFD does not name keeps its place after those it does, and a bus id
+ * of no GPU in GPUS is passed over. OUT has room for N + NKFD entries.
+ * Returns how many it holds.
+ */
+unsigned dt_gpus_in_kfd_order(const struct dt_gpu *gpus, unsigned n,
+			      const char (*kfd)[16], unsigned nkfd,
+			      struct dt_gpu *out);
+
 /* M's GPU vendor's entry in dt_gpu_vendors, or NULL where M has no GPU. */
 const struct dt_gpu_vendor *dt_machine_gpu_vendor(const struct dt_machine *m);
 

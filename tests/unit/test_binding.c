@@ -520,6 +520,36 @@ static void test_mig(void)
 	dt_machine_free(&m);
 }
 
+/*
+ * The ROCm runtime's order: amdkfd's GPU nodes, in node order; an MI300
+ * in TPX mode (three GPUs behind one PCI device) is three GPUs; a GPU
+ * amdkfd does not name comes after, a node of no known GPU is passed over.
+ */
+static void kfd_order(void)
+{
+	static const struct dt_gpu bus[4] = {
+		{ "0000:c1:00.0", 3, -1, 0 }, { "0000:c6:00.0", 3, -1, 0 },
+		{ "0000:c9:00.0", 1, -1, 0 }, { "0000:ce:00.0", 1, -1, 0 },
+	};
+	static const char kfd[6][16] = {
+		"0000:c9:00.0", "0000:c1:00.0", "0000:c1:00.0",
+		"0000:c1:00.0", "0000:ff:00.0", "0000:c6:00.0",
+	};
+	static const char *const want[6] = {
+		"0000:c9:00.0", "0000:c1:00.0", "0000:c1:00.0",
+		"0000:c1:00.0", "0000:c6:00.0", "0000:ce:00.0",
+	};
+	struct dt_gpu out[10];
+
+	CU_ASSERT_EQUAL_FATAL(dt_gpus_in_kfd_order(bus, 4, kfd, 6, out), 6);
+	for (unsigned i = 0; i < 6; i++)
+		CU_ASSERT_STRING_EQUAL(out[i].busid, want[i]);
+	CU_ASSERT_EQUAL(out[0].numa, 1);
+	CU_ASSERT_EQUAL(out[3].numa, 3);
+	CU_ASSERT_EQUAL(dt_gpus_in_kfd_order(bus, 4, kfd, 0, out), 4);
+	CU_ASSERT_STRING_EQUAL(out[0].busid, "0000:c1:00.0");
+}
+
 /* Which PCI devices are whose GPUs, and amdkfd's word on a GPU's bus. */
 static void test_gpu_vendors(void)
 {
@@ -552,6 +582,7 @@ static void test_gpu_vendors(void)
 					  busid, sizeof(busid)), 1);
 	CU_ASSERT_STRING_EQUAL(busid, "0002:02:00.1");
 	CU_ASSERT_EQUAL(dt_kfd_node_parse("", busid, sizeof(busid)), -1);
+	kfd_order();
 	CU_ASSERT_EQUAL(dt_kfd_node_parse("simd_count 4\nlocation_id 70000\n",
 					  busid, sizeof(busid)), -1);
 }
