@@ -19,6 +19,7 @@
 #define FOUR_NUMA_NO_GPU XML("96em64t-4n4d3ca2co-pci.xml")
 #define POWER8_4_GPUS XML("power8gpudistances.xml")
 #define GH200_4_GPUS XML("gh200-4gpu-alps.xml")
+#define GB200_TRAY XML("gb200-tray.xml")
 #define MI250X_8_GCDS XML("mi250x-lumi-frontier.xml")
 #define MI300A_4_APUS XML("mi300a-4apu-llnl.xml")
 
@@ -316,6 +317,35 @@ static void test_grace_hopper(void)
 		CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[i]), want);
 		CU_ASSERT_FATAL(p.tasks[i].nic >= 0);
 		snprintf(want, sizeof(want), "cxi%u", i);
+		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[i].nic].name, want);
+	}
+	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+/*
+ * A GB200 tray: two GPUs per Grace, each GPU's memory a NUMA node of its
+ * own. Both GPUs of a Grace get its node, its cores split in halves, and
+ * a NIC each; no task's memory is a GPU's.
+ */
+static void test_grace_blackwell(void)
+{
+	static const char *const want_cpus[4] = { "0-35", "36-71", "72-107",
+						  "108-143" };
+	struct dt_machine m = load(GB200_TRAY, NULL);
+	struct dt_plan p;
+	char want[16];
+
+	CU_ASSERT_EQUAL(m.ngpus, 4);
+	CU_ASSERT_EQUAL(m.nnumas, 2);
+	CU_ASSERT_FATAL(plan(&m, 4, DT_BIND_GPU, false, NULL, &p, NULL, 0)
+			== 0);
+	for (unsigned i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(m.gpus[i].numa, (int)i / 2);
+		CU_ASSERT_EQUAL(p.tasks[i].numa, (int)i / 2);
+		CU_ASSERT_STRING_EQUAL(cpus(&p.tasks[i]), want_cpus[i]);
+		CU_ASSERT_FATAL(p.tasks[i].nic >= 0);
+		snprintf(want, sizeof(want), "mlx5_%u", i);
 		CU_ASSERT_STRING_EQUAL(m.nics[p.tasks[i].nic].name, want);
 	}
 	dt_plan_free(&p);
@@ -758,6 +788,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_step_gpus_without_nvidia_gpus),
 	UNIT_TEST(test_power8_with_cuda_and_nvml_devices),
 	UNIT_TEST(test_grace_hopper),
+	UNIT_TEST(test_grace_blackwell),
 	UNIT_TEST(test_gpu_vendors),
 	UNIT_TEST(test_mig),
 	UNIT_TEST(test_amd_mi250x),
