@@ -187,6 +187,14 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	}
 	if (dt_binding_env(&ereq, env, err, errlen) < 0)
 		goto out;
+	/* Which vendor's GPU, and the variable that narrows it. */
+	if (t->gpu >= 0) {
+		snprintf(text, sizeof(text), "GPU: %s %s (%s)",
+			 dt_gpu_vendor_name(machine),
+			 machine->gpus[t->gpu].busid,
+			 dt_gpu_visible_name(machine));
+		dt_note(notes, notes_len, text);
+	}
 	rc = 0;
 out:
 	free(gpus);

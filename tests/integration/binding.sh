@@ -157,10 +157,11 @@ check "a GPU list naming GPUs the node lacks is refused clearly" \
 admin_file mi250x.xml 0644 < "$TOP_SRCDIR/tests/topologies/mi250x-lumi-frontier.xml"
 set_plugin_args topology="$ADMIN/mi250x.xml"
 job env ROCR_VISIBLE_DEVICES=4,5 HIP_VISIBLE_DEVICES=0 srun -N1 \
-	--ntasks-per-node=2 --exclusive --dist-train=visible-gpus=own ./aff.sh
-check "AMD MI250X, ROCR_VISIBLE_DEVICES=4,5: each task its GCD alone, HIP's variable gone, no CUDA_DEVICE_ORDER" \
+	--ntasks-per-node=2 --exclusive --dist-train=visible-gpus=own,verbose ./aff.sh
+check "AMD MI250X, ROCR_VISIBLE_DEVICES=4,5: each task its GCD alone, HIP's variable gone, no CUDA_DEVICE_ORDER; verbose names the vendor" \
 	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0000:d1:00.0 ordinal=0 visible=unset order=unset rocr=4 hip=unset$")" = 1 ] &&
-	      [ "$(count_lines "^AFF lr=1 .* gpu=0000:d6:00.0 ordinal=0 visible=unset order=unset rocr=5 hip=unset$")" = 1 ]' || show_output
+	      [ "$(count_lines "^AFF lr=1 .* gpu=0000:d6:00.0 ordinal=0 visible=unset order=unset rocr=5 hip=unset$")" = 1 ] &&
+	      grep -q "^dist-train: rank 1 on n[0-9]*: .*GPU: AMD 0000:d6:00.0 (ROCR_VISIBLE_DEVICES) | took: " "$ERR"' || show_output
 job srun -N2 --ntasks-per-node=8 --exclusive --dist-train ./aff.sh
 check "AMD MI250X, the whole node: local rank i gets GCD i, ordered as ROCm numbers them" \
 	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0000:c1:00.0 ordinal=0 visible=unset order=unset rocr=unset ")" = 2 ] &&
