@@ -5,6 +5,8 @@
 
 # Heterogeneous jobs (salloc A : B) start only under the backfill scheduler.
 export DT_CLUSTER_SCHEDULER=sched/backfill
+# Its GPUs are declared as an AMD site does (see the last check).
+export DT_CLUSTER_GPU_FLAGS=amd_gpu_env
 cluster_start
 plan 17
 
@@ -98,12 +100,11 @@ job salloc -N1 -n1 : -N2 -n2 srun --het-group=1 --dist-train ./show.sh
 check "one component of a heterogeneous job is a world of its own" \
 	eval '[ "$(count_lines "^TASK procid=[01] .* RANK=[01] .* WORLD_SIZE=2 ")" = 2 ]' || show_output
 
-# Slurm's own GPU lists on an AMD node: the cluster's 4 gpu GRES, with a
-# site file describing an MI250X node (its first 4 GCDs are Slurm's GPUs
-# 0-3). gres.conf has no env flag, so Slurm sets ROCR_VISIBLE_DEVICES
-# and CUDA_VISIBLE_DEVICES alike, as on an AMD node without
-# Flags=amd_gpu_env: each task gets Slurm's GCD alone in ROCR's, and
-# CUDA's, which HIP would apply on top, is gone.
+# Slurm's own GPU lists on an AMD node: the cluster's 4 gpu GRES, with
+# Flags=amd_gpu_env as gres.conf(5) tells AMD sites, and a site file
+# describing an MI250X node (its first 4 GCDs are Slurm's GPUs 0-3):
+# Slurm sets SLURM_STEP_GPUS and ROCR_VISIBLE_DEVICES, and each task gets
+# Slurm's GCD alone in ROCR_VISIBLE_DEVICES.
 admin_file mi250x.xml 0644 < "$TOP_SRCDIR/tests/topologies/mi250x-lumi-frontier.xml"
 set_plugin_args topology="$ADMIN/mi250x.xml"
 job_file gcd.sh <<'EOF2'
@@ -114,7 +115,7 @@ job srun -N1 -n2 --gpus-per-node=2 --dist-train=visible-gpus=own ./gcd.sh
 bus_of() { case $1 in 0) echo c1 ;; 1) echo c6 ;; 2) echo c9 ;; 3) echo ce ;; esac; }
 first=$(sed -n 's/^GCD lr=0 step=\([0-9]\).*/\1/p' "$OUT")
 second=$(sed -n 's/^GCD lr=1 step=[0-9],\([0-9]\).*/\1/p' "$OUT")
-check "srun --gpus-per-node=2 on an AMD node: each task Slurm's GCD alone in ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES gone" \
+check "srun --gpus-per-node=2 on an AMD node (Flags=amd_gpu_env): each task Slurm's GCD alone in ROCR_VISIBLE_DEVICES" \
 	eval '[ -n "$first" ] && [ -n "$second" ] &&
 	      grep -q "^GCD lr=0 .* gpu=0000:$(bus_of $first):00.0 rocr=[0-9] cuda=unset$" "$OUT" &&
 	      grep -q "^GCD lr=1 .* gpu=0000:$(bus_of $second):00.0 rocr=[0-9] cuda=unset$" "$OUT"' || show_output
