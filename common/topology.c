@@ -215,6 +215,7 @@ static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 		return -1;
 	}
 	if (parents != 1) {
+		/* message: not a problem (a verbose note: bound by NUMA) */
 		dt_errf(err, errlen, "GPUs: MIG instances %s, bound by NUMA "
 			"node", parents ? "of several GPUs, which cannot be "
 			"told apart without NVML" : "of a GPU this node does "
@@ -284,6 +285,7 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 			dt_errf(err, errlen, "out of memory");
 			return -1;
 		}
+		/* message: not a problem (a verbose note: bound by NUMA) */
 		dt_errf(err, errlen, "GPUs: %s names them by UUID, bound by "
 			"NUMA node", name);
 		return 0;

@@ -14,6 +14,8 @@ PACKAGES=(
 	# the local cluster and the integration tests
 	slurmctld slurmd slurm-client munge hwloc
 	python3 python3-torch
+	# the step records' schema check (tests/integration/lib.sh)
+	python3-jsonschema
 	# tests/integration/frameworks.sh: an MPI program under --dist-train
 	python3-mpi4py
 	# tests/integration/containers.sh: Slurm's OCI containers (srun

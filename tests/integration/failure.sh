@@ -77,7 +77,7 @@ import json, sys
 r = json.load(sys.stdin)
 assert r[\"first_failure\"][\"rank\"] == 5 and r[\"first_failure\"][\"exit_code\"] == 3, r
 assert r[\"stopped\"] == 7 and r[\"exits_heard\"] == 8, r
-"' || show_output
+" && record_valid "$JOBS/dist-train-$step.json"' || show_output
 
 run_step took srun -N4 -n8 --dist-train python3 ./fail.py kill
 check "rank 5 killed by SIGKILL: the step ends ($(after_failure) s after the failure), naming the signal" \
@@ -121,7 +121,8 @@ wait $runner
 check "scancel of the job: srun says Slurm stopped it, blames no task, records \"cancelled\"" \
 	eval 'grep -q "dist-train: the step was stopped by scancel, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
-	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json"' || show_output
+	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json" &&
+	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
 
 # Its time limit: Slurm ends the job (slurmctld looks every 30 s or so).
 BG_TIMEOUT=240 bg_step -N2 -n4 -t 1 --dist-train ./hold.sh 200
@@ -129,7 +130,8 @@ wait $runner
 check "the job's time limit: srun says so, blames no task, records \"timeout\"" \
 	eval 'grep -q "dist-train: the step was stopped by its time limit, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
-	      grep -q "\"ended\": \"timeout\"" "$JOBS/dist-train-$step_now.json"' || show_output
+	      grep -q "\"ended\": \"timeout\"" "$JOBS/dist-train-$step_now.json" &&
+	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
 
 # Preemption: a job of the test cluster's urgent partition (PriorityTier
 # 10, PreemptMode=CANCEL) needs the nodes of a running step's job, and
@@ -141,7 +143,8 @@ wait $runner
 check "preemption: srun says so, blames no task, records \"preempted\"" \
 	eval 'grep -q "dist-train: the step was stopped by preemption, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
-	      grep -q "\"ended\": \"preempted\"" "$JOBS/dist-train-$step_now.json"' || show_output
+	      grep -q "\"ended\": \"preempted\"" "$JOBS/dist-train-$step_now.json" &&
+	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
 
 # A requeued job keeps its id: its steps get new ports (and, as every
 # srun, a new secret), and the same ranks for the same layout. Its first

@@ -45,7 +45,8 @@ check "a node lost after the start: srun names it and its ranks 4-5, blames no t
 	grep -q "^srun: error: dist-train: the step was stopped by a node failure, not by a task: n3 stopped answering, and ranks 4-5 on it never reported an end; 6 other tasks ended" "$ERR" || show_output
 check "... and dist-train-$step_now.json records it" \
 	eval 'grep -q "\"lost_nodes\": \"n3\"" "$JOBS/dist-train-$step_now.json" &&
-	      grep -q "\"ended\": \"node_fail\"" "$JOBS/dist-train-$step_now.json"' || show_output
+	      grep -q "\"ended\": \"node_fail\"" "$JOBS/dist-train-$step_now.json" &&
+	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
 
 # Garbage where the plugin reads the layout: srun replaces it.
 job env SLURM_STEP_NODELIST='n[1-' SLURM_STEP_TASKS_PER_NODE='4(x' \

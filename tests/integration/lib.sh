@@ -327,6 +327,21 @@ guarded_step() {
 	wait $runner
 }
 
+# record_valid FILE...: each step record (dist-train-JOB.STEP.json) holds
+# to its schema, doc/record.schema.json; what does not is said on stderr.
+record_valid() {
+	python3 - "$TOP_SRCDIR/doc/record.schema.json" "$@" <<'PYEOF'
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+for path in sys.argv[2:]:
+    try:
+        jsonschema.validate(json.load(open(path)), schema)
+    except (OSError, ValueError, jsonschema.ValidationError) as e:
+        sys.exit("%s: %s" % (path, str(e).splitlines()[0]))
+PYEOF
+}
+
 # srun_watch_port: the port srun's watch (plugin/watch.c) listens on for
 # the cluster's user, found with ss: its one socket for IPv6 and IPv4
 # alike (Slurm's own listen for IPv4 only). Empty when none is up.
