@@ -484,7 +484,21 @@ static int apply_word(struct dt_config *cfg, unsigned scope, const char *word,
 				s = &settings[i];
 	}
 	if (!s) {
+		bool site_only = false;
+
+		/* A user giving a key of the site's own. */
+		for (size_t i = 0; i < NSETTINGS && scope == SCOPE_USER &&
+		     namelen < sizeof(name); i++)
+			site_only = site_only ||
+				    (settings[i].scopes == SCOPE_SITE &&
+				     !strcmp(settings[i].name, name));
 		list_valid(scope, valid, sizeof(valid));
+		if (site_only) {
+			dt_errf(err, errlen, "%s '%s' is the administrator's (a "
+				"plugstack.conf argument), not yours to give: "
+				"remove it; valid: %s", what, name, valid);
+			return -1;
+		}
 		dt_errf(err, errlen, "unknown %s '%.*s'; valid: %s", what,
 			(int)wordlen, word, valid);
 		return -1;

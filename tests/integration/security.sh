@@ -45,8 +45,8 @@ for s in helper=/tmp/x topology=/tmp/x.xml worker-lib=/tmp/x.so \
 	 port-range=1024-2047 default=on; do
 	rm -f "$JOBS/ran"
 	job srun -N1 --dist-train="$s" touch ran
-	check "--dist-train=$s is refused before launch" \
-		eval '[ ! -e "$JOBS/ran" ] && grep -q "unknown setting" "$ERR"' || show_output
+	check "--dist-train=$s is refused before launch, as the administrator's" \
+		eval '[ ! -e "$JOBS/ran" ] && grep -q "setting '"'"'${s%%=*}'"'"' is the administrator'"'"'s (a plugstack.conf argument), not yours to give: remove it" "$ERR"' || show_output
 done
 
 # The administrator's paths are changed by root alone, or the plugin stays

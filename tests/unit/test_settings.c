@@ -157,11 +157,13 @@ static void test_user_errors(void)
 			       "yes or no");
 	/* Site-only keys are not user settings. */
 	CU_ASSERT_STRING_EQUAL(option_error("port-range=1-2"),
-			       "unknown setting 'port-range=1-2'; valid: "
-			       USER_VALID);
+			       "setting 'port-range' is the administrator's (a "
+			       "plugstack.conf argument), not yours to give: "
+			       "remove it; valid: " USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("helper=/bin/sh"),
-			       "unknown setting 'helper=/bin/sh'; valid: "
-			       USER_VALID);
+			       "setting 'helper' is the administrator's (a "
+			       "plugstack.conf argument), not yours to give: "
+			       "remove it; valid: " USER_VALID);
 	CU_ASSERT_STRING_EQUAL(option_error("Verbose"),
 			       "unknown setting 'Verbose'; valid: "
 			       USER_VALID);
@@ -264,8 +266,9 @@ static void test_binding_settings(void)
 			       "bad value 'mine' for 'visible-gpus': expected "
 			       "all or own");
 	CU_ASSERT_STRING_EQUAL(option_error("topology=/tmp/x.xml"),
-			       "unknown setting 'topology=/tmp/x.xml'; valid: "
-			       USER_VALID);
+			       "setting 'topology' is the administrator's (a "
+			       "plugstack.conf argument), not yours to give: "
+			       "remove it; valid: " USER_VALID);
 	CU_ASSERT_STRING_EQUAL(site_error("topology=node.xml"),
 			       "bad value 'node.xml' for 'topology': expected "
 			       "an absolute path");
