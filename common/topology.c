@@ -183,6 +183,8 @@ const char *dt_gpu_visible_name(const struct dt_machine *m)
  * slurmstepd does not open: the tasks are bound by NUMA node, and ERR
  * says so with 0 returned.
  */
+#define DT_MIG_DEVICES_MAX 1024u
+
 static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 			 unsigned **out, char *err, size_t errlen)
 {
@@ -190,6 +192,14 @@ static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 	const char *p = visible;
 
 	for (;;) {
+		/* A node has a few dozen; the list is the user's. */
+		if (n == DT_MIG_DEVICES_MAX) {
+			dt_errf(err, errlen, "%s names more than %u MIG "
+				"devices: unset it if you set it, or use "
+				"--dist-train=bind=numa", dt_gpu_visible_name(m),
+				DT_MIG_DEVICES_MAX);
+			return -1;
+		}
 		if (strncmp(p, "MIG-", 4)) {
 			dt_errf(err, errlen, "%s='%s' mixes MIG devices with "
 				"others: unset it if you set it, or use "

@@ -547,6 +547,22 @@ static void test_mig(void)
 			       "does not show, bound by NUMA node");
 	CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, "MIG-a,0", &ids, err,
 				     sizeof(err)), -1);
+	{
+		/* The user's list is bounded before it is read. */
+		size_t len = 1025 * 6;
+		char *many = malloc(len + 1);
+
+		CU_ASSERT_FATAL(many != NULL);
+		for (size_t i = 0; i < 1025; i++)
+			memcpy(many + 6 * i, "MIG-a,", 6);
+		many[len - 1] = '\0';
+		CU_ASSERT_EQUAL(dt_step_gpus(&m, NULL, NULL, many, &ids, err,
+					     sizeof(err)), -1);
+		CU_ASSERT_STRING_EQUAL(err, "CUDA_VISIBLE_DEVICES names more "
+				       "than 1024 MIG devices: unset it if you "
+				       "set it, or use --dist-train=bind=numa");
+		free(many);
+	}
 	dt_machine_free(&m);
 }
 
