@@ -441,7 +441,8 @@ static const struct setting settings[] = {
 	{ "worker-lib", "worker-lib=PATH", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_worker_lib, "(PKGLIBDIR/dist_train_worker.so)",
 	  "the library preloaded into torchrun's workers to bind each one, "
-	  "and into rank 0's program to guard its store" },
+	  "into rank 0's program to guard its store, and into a container "
+	  "step's program to bind it again" },
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
