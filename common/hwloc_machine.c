@@ -96,7 +96,8 @@ static int load_hwloc(char *err, size_t errlen)
 	lib = dlopen(HWLOC_LIBDIR "/libhwloc.so.15", RTLD_NOW | RTLD_GLOBAL);
 	if (!lib) {
 		dt_errf(err, errlen, "cannot load hwloc (%s): ask your "
-			"administrator to install libhwloc15 on this node, or "
+			"administrator to install hwloc 2 on this node "
+			"(Debian, Ubuntu: libhwloc15; RHEL: hwloc-libs), or "
 			"use --dist-train=bind=off", dlerror());
 		return -1;
 	}
