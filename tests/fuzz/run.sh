@@ -30,7 +30,7 @@ if [ ${#harnesses[@]} = 0 ]; then
 		harnesses+=("$(basename "$f" .c)")
 	done
 fi
-cores=(binding envp error fr_dump gpu_vendor hostlist layout machine_cache port rendezvous secret settings
+cores=(binding envp error fr_dump gpu_vendor hostlist json_read layout machine_cache port rendezvous secret settings
        tasks_per_node topology train_env)
 
 flags=(-g -O1 -fno-sanitize-recover=undefined -include "$build/config.h"
