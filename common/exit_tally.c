@@ -316,6 +316,14 @@ char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id)
 		unheard(t, lost, sizeof(lost));
 		add(&b, "%s\",\n", lost);
 	}
+	if (t->n_saved) {
+		/* Names of dt_saved_file_of's making: no character to
+		 * escape. */
+		add(&b, "  \"saved\": [");
+		for (size_t i = 0; i < t->n_saved; i++)
+			add(&b, "%s\"%s\"", i ? ", " : "", t->saved[i].name);
+		add(&b, "],\n");
+	}
 	add(&b, "  \"failed\": %u,\n  \"stopped\": %u,\n  \"exits_heard\": "
 	    "%u,\n  \"exits\": [", t->n_failed,
 	    t->stopping ? t->running_at_stop : 0, t->n_exited);

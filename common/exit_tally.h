@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "exit_record.h"
+#include "saved_files.h"
 
 /* Longest list of lost nodes kept; longer ones end in "...". */
 #define DT_LOST_NODES_MAX 256
@@ -45,6 +46,10 @@ struct dt_exit_tally {
 	/* After a node failure: the nodes Slurm marked down ("n3,n5"),
 	 * whose tasks never reported an end. */
 	char lost_nodes[DT_LOST_NODES_MAX];
+	/* The files the step left beside its record, its user's to read
+	 * (not owned: whoever set them frees them). */
+	const struct dt_saved_file *saved;
+	size_t n_saved;
 };
 
 /* 0, or -1 without memory. */
@@ -93,7 +98,7 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len);
  * The step's record, as JSON (a malloc'd string, or NULL without memory):
  * STEP_ID ("JOB.STEP"), how the step ended ("failed", "completed", or
  * what Slurm stopped it for), the first failure, how many tasks it
- * stopped, and every exit heard.
+ * stopped, every exit heard, and the files saved beside it.
  */
 char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id);
 

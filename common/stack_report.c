@@ -84,6 +84,18 @@ int dt_stack_where(const char *dump, size_t len, char *where,
 	return 0;
 }
 
+bool dt_stack_in_collective(const char *where)
+{
+	const char *in = NULL, *p;
+
+	/* The file's path only, before the last " in " (a function's name
+	 * has no space; a path may). */
+	for (p = where; (p = strstr(p, " in ")); p++)
+		in = p;
+	p = strstr(where, "/torch/distributed/");
+	return p && (!in || p < in);
+}
+
 struct ranked {
 	size_t rank;
 	const char *where;

@@ -7,6 +7,7 @@
 #ifndef DIST_TRAIN_STACK_REPORT_H
 #define DIST_TRAIN_STACK_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Longest "FILE:LINE in FUNCTION" kept; longer ones are cut. */
@@ -21,6 +22,13 @@
  */
 int dt_stack_where(const char *dump, size_t len, char *where,
 		   size_t where_len);
+
+/*
+ * Whether WHERE (as dt_stack_where gives it) is inside torch.distributed:
+ * a rank waiting in a collective (all_reduce, barrier, a store's wait),
+ * and not one that has yet to reach it.
+ */
+bool dt_stack_in_collective(const char *where);
 
 struct dt_stack_group {
 	const char *where;	/* shared by the group's ranks */

@@ -15,6 +15,7 @@ int cmd_env(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_settings(int argc, char **argv);
 int cmd_stacks(int argc, char **argv);
+int cmd_why(int argc, char **argv);
 
 /* "dist-train: error: " + message on stderr. */
 void helper_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -29,6 +29,8 @@ static const struct command commands[] = {
 	  "expand a Slurm host list, one host per line" },
 	{ "stacks", cmd_stacks,
 	  "every rank's Python stack in a running step, grouped" },
+	{ "why", cmd_why,
+	  "what ended a step, after the job is gone, from its record" },
 	{ "settings", cmd_settings,
 	  "list the --dist-train settings and plugstack.conf arguments" },
 	{ "bootstrap", cmd_bootstrap,

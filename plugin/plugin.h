@@ -14,6 +14,7 @@
  *   store.c        ... and rank 0's hold on the port of torch's store
  *   watch.c        srun, after the start: how the tasks end, fail-fast
  *   report.c       ... and each node's slurmstepd telling it
+ *   exit_stacks.c  ... and keeping each rank's stacks of its end
  */
 #ifndef DIST_TRAIN_PLUGIN_H
 #define DIST_TRAIN_PLUGIN_H
@@ -115,6 +116,12 @@ struct plugin_state {
 	uid_t job_uid;
 	gid_t job_gid;
 	uint64_t started_ms;	/* the step's start here (monotonic) */
+	/* The step's record folder, as srun named it; "": none. */
+	char record_dir[1024];
+
+	/* exit_stacks.c: by the node's task, its memory file, or -1. */
+	int *exit_stacks_fd;
+	uint32_t exit_stacks_n;
 };
 
 /* Now, in ms on the monotonic clock: what the parts above are timed by. */
@@ -164,6 +171,21 @@ void slurmstepd_exit(void);
 void report_setup(spank_t sp, struct plugin_state *st, char **env);
 void report_task_exit(spank_t sp, struct plugin_state *st);
 
+struct dt_env;
+
+/* exit_stacks.c: the node's files, made in post_opt; a task's, put into
+ * its environment ENV in task_init (0, or -1 without memory); what the
+ * task LOCAL_ID, ended with wait STATUS, left in it, a malloc'd copy of at
+ * most EXIT_STACKS_MAX bytes into *LEN, or NULL where there is nothing to
+ * keep; all of them closed at the end. */
+#define EXIT_STACKS_MAX (256u << 10)
+void exit_stacks_open(spank_t sp, struct plugin_state *st);
+int exit_stacks_task(spank_t sp, const struct plugin_state *st,
+		     struct dt_env *env);
+char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,
+		       size_t *len);
+void exit_stacks_close(struct plugin_state *st);
+
 /* watch.c: srun's side, from local_user_init once the step's secret is
  * made, and at srun's end. */
 int watch_start(spank_t sp, const struct dt_config *cfg);
@@ -171,8 +193,6 @@ void watch_finish(void);
 
 /* task.c */
 int task_init(spank_t sp);
-
-struct dt_env;
 
 /* torchrun.c: a torchrun agent's environment; 0, or -1 with ERR. */
 int torchrun_task_env(const struct plugin_state *st, char **envp,

@@ -24,6 +24,7 @@
 
 #include "plugin.h"
 #include "../common/exit_record.h"
+#include "../common/exit_tally.h"
 #include "../common/net.h"
 
 /* Sending one record and hearing srun's answer, at most. */
@@ -54,6 +55,7 @@ void report_setup(spank_t sp, struct plugin_state *st, char **env)
 	/* The address srun's own messages come to, as Slurm gave it. */
 	const char *host = dt_envp_get(env, "SLURM_SRUN_COMM_HOST");
 	const char *secret = dt_envp_get(env, DT_SECRET_ENV);
+	const char *record;
 
 	st->report_on = false;
 	st->started_ms = now_ms();
@@ -69,6 +71,12 @@ void report_setup(spank_t sp, struct plugin_state *st, char **env)
 		return;
 	}
 	snprintf(st->report_host, sizeof(st->report_host), "%s", host);
+	/* Where exit_stacks.c's files go: srun's absolute path, written
+	 * by a child as the user; one too long for it is left out. */
+	record = dt_envp_get(env, DT_RECORD_DIR_ENV);
+	st->record_dir[0] = '\0';
+	if (record && record[0] == '/' && strlen(record) < sizeof(st->record_dir))
+		memcpy(st->record_dir, record, strlen(record) + 1);
 	snprintf(st->report_port, sizeof(st->report_port), "%s", port);
 	plugin_node_name(env, st->report_node, sizeof(st->report_node));
 	st->report_on = true;
@@ -154,15 +162,77 @@ static bool killed_for_memory(uint32_t local_id)
 	return false;
 }
 
+static bool write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Time the stacks' file has to be written before the record goes. */
+#define STACKS_WRITE_MS 1000
+
 /*
- * In the child, as the job's user: send RECORD, and wait for srun's answer
- * (srun names a failed task before slurmstepd tells it the task ended);
- * exits 0 once answered.
+ * As the user: STACKS (LEN bytes, exit_stacks.c) and how the task ended
+ * into RECORD_DIR/dist-train-STEP.stacks-rank-RANK. A grandchild writes
+ * it, so that a folder on a hung file system holds up neither this child
+ * nor, through it, slurmstepd: after STACKS_WRITE_MS it is left to finish.
+ */
+static void save_stacks(const struct plugin_state *st, const char *step_id,
+			const struct dt_task_exit *e, const char *stacks,
+			size_t len)
+{
+	uint64_t deadline = now_ms() + STACKS_WRITE_MS;
+	char path[sizeof(st->record_dir) + 96], how[128];
+	pid_t pid = fork();
+	int fd, rc;
+
+	if (pid < 0)
+		return;
+	if (pid > 0) {
+		while (waitpid(pid, &rc, WNOHANG) == 0 && now_ms() < deadline)
+			usleep(5000);
+		return;
+	}
+	alarm(10);	/* not inherited: its own, for a file system that
+			 * answers slowly but does answer */
+	snprintf(path, sizeof(path), "%s/dist-train-%s.stacks-rank-%u",
+		 st->record_dir, step_id, e->rank);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		  0644);
+	if (fd < 0)
+		_exit(1);
+	dt_exit_describe(e, how, sizeof(how));
+	/* Whatever the task wrote, then one line of the plugin's own, which
+	 * dist-train why reads for how it ended. */
+	if (!write_all(fd, stacks, len) ||
+	    dprintf(fd, "%sdist-train: rank %u on %s ended by %s%s\n",
+		    len && stacks[len - 1] != '\n' ? "\n" : "", e->rank,
+		    e->node, how, len == EXIT_STACKS_MAX ? " (its stacks are "
+		    "cut at 256 KiB)" : "") < 0)
+		_exit(1);
+	_exit(close(fd) == 0 ? 0 : 1);
+}
+
+/*
+ * In the child, as the job's user: keep the task's STACKS (NULL: none),
+ * then send RECORD, and wait for srun's answer (srun names a failed task
+ * before slurmstepd tells it the task ended); exits 0 once answered.
  */
 static void send_as_user(const struct plugin_state *st, const char *record,
-			 size_t len)
+			 size_t len, const char *step_id,
+			 const struct dt_task_exit *e, const char *stacks,
+			 size_t stacks_len)
 {
-	uint64_t deadline = now_ms() + SEND_MS;
+	uint64_t deadline;
 	const char *why;
 	char answer[8];
 	gid_t gid = st->job_gid;
@@ -175,10 +245,13 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	sigaddset(&alarm_only, SIGALRM);
 	signal(SIGALRM, SIG_DFL);
 	sigprocmask(SIG_UNBLOCK, &alarm_only, NULL);
-	alarm(2);
+	alarm(3);
 	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
 	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
 		_exit(2);
+	if (stacks)
+		save_stacks(st, step_id, e, stacks, stacks_len);
+	deadline = now_ms() + SEND_MS;
 	fd = net_connect(st->report_host, st->report_port, deadline, &why);
 	if (fd < 0 || !net_send_all(fd, record, len, deadline))
 		_exit(1);
@@ -189,8 +262,9 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 void report_task_exit(spank_t sp, struct plugin_state *st)
 {
 	struct dt_task_exit e;
-	char record[DT_EXIT_RECORD_MAX], step_id[32];
+	char record[DT_EXIT_RECORD_MAX], step_id[32], *stacks;
 	uint32_t rank, local_id;
+	size_t stacks_len;
 	int status, len, rc;
 	pid_t pid;
 
@@ -214,9 +288,13 @@ void report_task_exit(spank_t sp, struct plugin_state *st)
 				    sizeof(record));
 	if (len < 0)
 		return;
+	stacks = st->record_dir[0] ?
+		 exit_stacks_take(st, local_id, status, &stacks_len) : NULL;
 	pid = fork();
 	if (pid == 0)
-		send_as_user(st, record, (size_t)len);
+		send_as_user(st, record, (size_t)len, step_id, &e, stacks,
+			     stacks_len);
+	free(stacks);
 	if (pid < 0)
 		return;
 	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)

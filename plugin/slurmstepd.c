@@ -114,7 +114,8 @@ out:
 }
 
 /*
- * slurmstepd, as root, before the user's settings are read: the node's
+ * slurmstepd, as root, before the user's settings are read: the files
+ * the tasks' stacks of their end go into (exit_stacks.c), and the node's
  * machine from its cache (common/machine_cache_file.h), written first if
  * it is missing or the node changed, for a step that may want binding.
  * Whatever fails, user_init discovers the node as before.
@@ -123,8 +124,13 @@ int slurmstepd_post_opt(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	char fingerprint[DT_FINGERPRINT_MAX], err[300];
+	uint32_t step_id;
 	int rc;
 
+	if ((st->option_seen || st->site.default_on) &&
+	    get_u32(sp, S_JOB_STEPID, &step_id) == 0 &&
+	    step_id <= SLURM_MAX_NORMAL_STEP_ID)
+		exit_stacks_open(sp, st);
 	if (!st->site_ok || st->site.topology[0] ||
 	    !st->site.topology_cache[0] ||
 	    (!st->option_seen && !st->site.default_on) ||
@@ -356,6 +362,7 @@ void slurmstepd_exit(void)
 	dt_layout_free(&st->layout);
 	dt_machine_free(&st->machine);
 	dt_machine_free(&st->whole);
+	exit_stacks_close(st);
 	free(st->distribution);
 	st->distribution = NULL;
 }

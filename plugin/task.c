@@ -418,7 +418,7 @@ set:
 	/* torch's store: see common/python_hook.h. */
 	hook = dt_python_hook(st->step.worker_lib, NULL,
 			      dt_envp_get(envp, "PYTHONPATH"), &env);
-	if (hook < 0) {
+	if (hook < 0 || exit_stacks_task(sp, st, &env) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
 	}

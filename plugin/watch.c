@@ -28,6 +28,7 @@
 
 #include "plugin.h"
 #include "../common/exit_tally.h"
+#include "../common/saved_files.h"
 #include "../common/hostlist.h"
 #include "../common/net.h"
 #include "../common/store_guard.h"
@@ -48,15 +49,26 @@ static struct {
 	bool cause_said;
 	char record_dir[DT_HELPER_PATH_MAX];
 	bool record_off;
+	unsigned long long kill_at;	/* SIGKILL then; 0: not to be sent */
 } watch = { .listen_fd = -1, .wake = { -1, -1 } };
 
 /*
- * Stop every task of the step, on every node, through slurmctld (the
- * user may stop their own steps). srun then ends as for any killed step.
- * The function is looked up rather than linked: the plugin also loads
- * where Slurm's API is not wanted.
+ * How long fail-fast's SIGTERM gives the ranks before SIGKILL: enough for
+ * the Python hook to write each rank's stacks (a few ms) and for a
+ * program's own SIGTERM handler to finish a short checkpoint, while the
+ * step still ends within seconds of the failure. (Slurm's KillWait, 30 s
+ * by default, is for jobs it ends itself.)
  */
-static void stop_step(void)
+#define STOP_GRACE_MS 5000
+
+/*
+ * Send SIG to every task of the step, on every node, through slurmctld
+ * (the user may stop their own steps): SIGTERM first, SIGKILL after
+ * STOP_GRACE_MS. srun then ends as for any killed step. The function is
+ * looked up rather than linked: the plugin also loads where Slurm's API
+ * is not wanted.
+ */
+static void stop_step(int sig)
 {
 	__typeof__(slurm_kill_job_step) *kill_step;
 	int rc;
@@ -75,14 +87,16 @@ static void stop_step(void)
 				       .step_id = watch.step_id,
 				       .step_het_comp = NO_VAL };
 
-		rc = kill_step(&id, SIGKILL, 0);
+		rc = kill_step(&id, sig, 0);
 	}
 #elif defined(DT_KILL_STEP_WITH_FLAGS)
-	rc = kill_step(watch.job_id, watch.step_id, SIGKILL, 0);
+	rc = kill_step(watch.job_id, watch.step_id, sig, 0);
 #else
-	rc = kill_step(watch.job_id, watch.step_id, SIGKILL);
+	rc = kill_step(watch.job_id, watch.step_id, sig);
 #endif
-	if (rc != 0) {
+	/* SIGKILL follows SIGTERM: a step that has ended by then is what
+	 * SIGTERM was for. */
+	if (rc != 0 && sig != SIGKILL) {
 		int err = errno;
 		const char *(*describe)(int);
 
@@ -359,8 +373,10 @@ static void hear_line(int fd, const char *line)
 		say_cause();
 	/* One short line into an empty socket buffer: never waits. */
 	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
-	if (verdict == 1)
-		stop_step();
+	if (verdict == 1) {
+		stop_step(SIGTERM);
+		watch.kill_at = now_ms() + STOP_GRACE_MS;
+	}
 }
 
 /*
@@ -502,8 +518,18 @@ static void *watch_loop(void *arg)
 	/* accept_waiting takes what waits, and never waits itself. */
 	fcntl(watch.listen_fd, F_SETFL,
 	      fcntl(watch.listen_fd, F_GETFL) | O_NONBLOCK);
-	while (!hear_round(-1, true))
-		;
+	for (;;) {
+		unsigned long long now = now_ms();
+
+		if (watch.kill_at && now >= watch.kill_at) {
+			watch.kill_at = 0;
+			if (watch.tally.n_exited < watch.tally.tasks)
+				stop_step(SIGKILL);
+		}
+		if (hear_round(watch.kill_at ? (int)(watch.kill_at - now) : -1,
+			       true))
+			break;
+	}
 	/* The last tasks' records may still be queued or on their way. */
 	accept_waiting();
 	until = now_ms() + RECORD_WAIT_MS;
@@ -596,10 +622,21 @@ off:
 static void write_record(char *path, size_t len)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
-	char *json = dt_exit_tally_json(&watch.tally, watch.step_text);
-	size_t n, done = 0;
+	struct dt_saved_file *saved = NULL;
+	size_t n, n_saved = 0, done = 0;
+	char *json;
 	int fd;
 
+	/* The ranks' files, written before their nodes told srun they
+	 * ended (plugin/report.c): none is missed by being late. */
+	if (dt_saved_files(dir, watch.step_text, &saved, &n_saved) == 0) {
+		watch.tally.saved = saved;
+		watch.tally.n_saved = n_saved;
+	}
+	json = dt_exit_tally_json(&watch.tally, watch.step_text);
+	watch.tally.saved = NULL;
+	watch.tally.n_saved = 0;
+	dt_saved_files_free(saved, n_saved);
 	path[0] = '\0';
 	if (!json)
 		return;

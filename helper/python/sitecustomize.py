@@ -43,6 +43,11 @@
 #   code (a collective, a lock). SIGURG, ignored by default, is taken by
 #   none of PyTorch, Lightning, submitit or NCCL; a handler the program
 #   sets for it replaces this one.
+# - Stacks on the way down: when SIGTERM ends the step (its time limit,
+#   scancel, preemption, fail-fast), every thread's stack goes into a
+#   file slurmstepd holds for the task and keeps in the record folder as
+#   dist-train-JOB.STEP.stacks-rank-N (plugin/exit_stacks.c); SIGTERM
+#   then does what the program made it do.
 # - Rank 0's store takes the socket that holds its port from the start
 #   barrier on, named in DIST_TRAIN_STORE_FD ("FD:PORT", bound, not yet
 #   listening: common/store_hold.h): the port is never free for another
@@ -532,6 +537,60 @@ def _stacks_on_signal():
         _stacks_file = None
 
 
+def _stacks_on_sigterm():
+    """Every thread's stack into the file slurmstepd holds for this task
+    (DIST_TRAIN_EXIT_STACKS_FD, plugin/exit_stacks.c) when SIGTERM comes,
+    then SIGTERM does what it did before: faulthandler chains to the
+    handler under it. A handler the program sets later goes under it too,
+    so that a program that checkpoints on SIGTERM still does. A forked
+    child (a DataLoader worker) gets the signal too: it writes nothing."""
+    import os
+
+    text = os.environ.pop("DIST_TRAIN_EXIT_STACKS_FD", None)
+    if text is None:
+        return
+    try:
+        import faulthandler
+        import signal
+        import stat
+
+        fd = int(text)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        # This process's own: a program it runs gets neither the file
+        # nor its name.
+        os.set_inheritable(fd, False)
+        os.write(fd, ("dist-train: the stacks of rank %s (pid %d) when "
+                      "SIGTERM came, written by Python's faulthandler\n" % (
+                          os.environ.get("RANK", "?"), os.getpid())
+                      ).encode())
+
+        def arm():
+            faulthandler.register(signal.SIGTERM, file=fd, all_threads=True,
+                                  chain=True)
+
+        arm()
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        return
+    set_handler = signal.signal
+
+    def signal_on_top(signalnum, handler):
+        if signalnum != signal.SIGTERM:
+            return set_handler(signalnum, handler)
+        # faulthandler puts back what was under it, the program's
+        # handler goes there, and faulthandler on top again.
+        faulthandler.unregister(signal.SIGTERM)
+        try:
+            return set_handler(signalnum, handler)
+        finally:
+            arm()
+
+    signal_on_top.__doc__ = set_handler.__doc__
+    signal.signal = signal_on_top
+    os.register_at_fork(
+        after_in_child=lambda: faulthandler.unregister(signal.SIGTERM))
+
+
 def _run_hidden_sitecustomize():
     import importlib.machinery
     import importlib.util
@@ -556,4 +615,5 @@ if not any(isinstance(f, _TorchDistributedFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _TorchDistributedFinder())
 _flight_recorder()
 _stacks_on_signal()
+_stacks_on_sigterm()
 _run_hidden_sitecustomize()

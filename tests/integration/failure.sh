@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 22
+plan 28
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -26,6 +26,63 @@ if dist.get_rank() == 5:
     sys.exit(3)
 time.sleep(int(os.environ.get("HOLD", "120")))
 EOF
+
+# end.py: where the morning after starts (plugin/exit_stacks.c,
+# helper/cmd_why.c). One gloo all_reduce, then rank 0 is behind, in a
+# Python loop of its own, with a SIGTERM handler that writes a checkpoint;
+# ranks 1 and 2 wait for it in the next all_reduce; rank 3 sleeps with
+# SIGTERM blocked in every thread (stuck where no handler runs), so that
+# only SIGKILL ends it.
+job_file end.py <<'EOF'
+#!/usr/bin/env python3
+import datetime, os, signal, sys, time
+if os.environ["RANK"] == "3":
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+dist.all_reduce(torch.ones(1))
+step = "%s.%s" % (os.environ["SLURM_JOB_ID"], os.environ["SLURM_STEP_ID"])
+def checkpoint(signum, frame):
+    with open("ckpt-" + step, "w") as f:
+        f.write("saved\n")
+    sys.exit(0)
+def behind():
+    while True:
+        time.sleep(0.1)
+if dist.get_rank() == 0:
+    signal.signal(signal.SIGTERM, checkpoint)
+    with open(".bg_step", "w") as f:
+        f.write(step + "\n")
+    behind()
+if dist.get_rank() == 3:
+    time.sleep(600)
+dist.all_reduce(torch.ones(1))
+EOF
+
+# why STEP [--json]: dist-train why as the cluster's user, from $JOBS.
+why() {
+	timeout -k 5 60 "$DT_CLUSTER" run "$DT_CLUSTER_DIR/bin/dist-train" why "$@" > "$JOBS/.why" 2>&1
+}
+show_why() { diag "$(head -c 3000 "$JOBS/.why")"; show_output; }
+# why_says STEP: what end.py's step left, read back after the job: rank 0
+# first, in its own frame, then 1-2 in the collective, 3 unanswered.
+why_says() {
+	why "$1" &&
+	grep -qE "^  rank 0: .*/end\.py:[0-9]+ in behind$" "$JOBS/.why" &&
+	grep -qE "^  ranks 1-2: .*/torch/distributed/.*:[0-9]+ in [a-z_]+ \(waiting in a collective\)$" "$JOBS/.why" &&
+	grep -q "^  rank 3: no stacks, ended by signal 9 (SIGKILL) before it could write them" "$JOBS/.why" &&
+	grep -q "^Behind: rank 0, " "$JOBS/.why" &&
+	[ "$(grep -n "^  rank 0:" "$JOBS/.why" | cut -d: -f1)" -lt "$(grep -n "^  ranks 1-2:" "$JOBS/.why" | cut -d: -f1)" ]
+}
+# saved STEP: the record lists the four ranks' stacks files.
+saved_listed() {
+	record "$1" | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+want = ['dist-train-$1.stacks-rank-%d' % i for i in range(4)]
+assert r['saved'] == want, r.get('saved')
+"
+}
 
 # run_step SECONDS_VAR ARGS...: srun ARGS as the cluster's user; the
 # seconds it took in the named variable (awk: not every stack has bc).
@@ -62,7 +119,7 @@ after_failure() {
 	awk -v t="$took" -v a="${at:-0}" 'BEGIN { printf "%.1f", t - a }'
 }
 
-rm -f "$JOBS"/dist-train-*.json
+rm -f "$JOBS"/dist-train-*.json "$JOBS"/dist-train-*.stacks-rank-*
 run_step took srun -N4 -n8 --dist-train python3 ./fail.py exit3
 diag "rank 5 exited 3: the step ended after ${took} s, $(after_failure) s after the failure (rank 5 exits about 2 s after the all_reduce, the others would sleep 120 s)"
 check "rank 5 exits 3: the step ends long before the others' 120 s ($(after_failure) s after the failure)" \
@@ -78,11 +135,18 @@ r = json.load(sys.stdin)
 assert r[\"first_failure\"][\"rank\"] == 5 and r[\"first_failure\"][\"exit_code\"] == 3, r
 assert r[\"stopped\"] == 7 and r[\"exits_heard\"] == 8, r
 " && record_valid "$JOBS/dist-train-$step.json"' || show_output
+cause=$(first_error | sed 's/.*dist-train: //')
+check "... dist-train why $step agrees with srun's line, and shows the 7 others where fail-fast's SIGTERM found them" \
+	eval 'why "$step" && grep -qxF "dist-train: step $step: $cause" "$JOBS/.why" &&
+	      grep -qE "^  ranks 0-4,6-7: .*/fail\.py:[0-9]+ in <module>$" "$JOBS/.why"' || show_why
 
 run_step took srun -N4 -n8 --dist-train python3 ./fail.py kill
 check "rank 5 killed by SIGKILL: the step ends ($(after_failure) s after the failure), naming the signal" \
 	eval 'under "$(after_failure)" 30 &&
 	      first_error | grep -q "dist-train: rank 5 failed first, on n[0-9]* (local rank [0-9]*): signal 9 (SIGKILL), "' || show_output
+step=$(last_step)
+check "... dist-train why $step names rank 5 as killed before it could write its stacks" \
+	eval 'why "$step" && grep -q "^  rank 5: no stacks, ended by signal 9 (SIGKILL) before it could write them" "$JOBS/.why"' || show_why
 
 # The out-of-memory killer: the plugin reads the task's memory cgroup,
 # which only Slurm's task/cgroup makes; this cluster runs task/none and
@@ -114,7 +178,7 @@ set_plugin_args
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
 # its tasks' ends are no task's failure.
-bg_step -N2 -n4 --dist-train ./hold.sh 60
+BG_START=90 bg_step -N2 -n4 --dist-train python3 ./end.py
 sleep 1
 SLURM_CONF=$DT_CLUSTER_DIR/etc/slurm.conf scancel "${step_now%.*}"
 wait $runner
@@ -123,15 +187,36 @@ check "scancel of the job: srun says Slurm stopped it, blames no task, records \
 	      ! grep -q "failed first" "$ERR" &&
 	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json" &&
 	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
+check "... after the job, dist-train why $step_now: rank 0 behind in its own frame, 1-2 in the collective, 3 killed unanswered; the record lists the stacks" \
+	eval 'why_says "$step_now" && saved_listed "$step_now"' || show_why
 
 # Its time limit: Slurm ends the job (slurmctld looks every 30 s or so).
-BG_TIMEOUT=240 bg_step -N2 -n4 -t 1 --dist-train ./hold.sh 200
+BG_START=90 BG_TIMEOUT=240 bg_step -N2 -n4 -t 1 --dist-train python3 ./end.py
 wait $runner
 check "the job's time limit: srun says so, blames no task, records \"timeout\"" \
 	eval 'grep -q "dist-train: the step was stopped by its time limit, not by a task" "$ERR" &&
 	      ! grep -q "failed first" "$ERR" &&
 	      grep -q "\"ended\": \"timeout\"" "$JOBS/dist-train-$step_now.json" &&
 	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
+why "$step_now"
+diag "dist-train why $step_now: $(cat "$JOBS/.why")"
+check "... after the job, dist-train why $step_now: rank 0 behind in its own frame, 1-2 in the collective, 3 killed unanswered" \
+	eval 'why_says "$step_now" && saved_listed "$step_now"' || show_why
+# (How it ended varies: Slurm may send SIGTERM again while Python, its
+# handler done, is finishing, when Python's own handlers are gone.)
+check "... rank 0's own SIGTERM handler still wrote its checkpoint, and its stacks were saved before it" \
+	eval 'grep -qx saved "$JOBS/ckpt-$step_now" &&
+	      grep -q "in behind$" "$JOBS/dist-train-$step_now.stacks-rank-0" &&
+	      grep -q "^dist-train: rank 0 on n[0-9]* ended by " "$JOBS/dist-train-$step_now.stacks-rank-0"' || show_why
+why "$step_now" --json
+check "... and why --json says the same" \
+	eval 'python3 -c "
+import json, sys
+w = json.load(open(sys.argv[1]))
+assert w[\"ended\"] == \"timeout\" and w[\"behind\"] == \"0\" and w[\"unanswered\"] == \"3\", w
+assert [g[\"ranks\"] for g in w[\"groups\"]] == [\"0\", \"1-2\"], w
+assert w[\"groups\"][1][\"in_collective\"] and not w[\"groups\"][0][\"in_collective\"], w
+" "$JOBS/.why"' || show_why
 
 # Preemption: a job of the test cluster's urgent partition (PriorityTier
 # 10, PreemptMode=CANCEL) needs the nodes of a running step's job, and

@@ -262,14 +262,16 @@ EOF
 # bg_step ARGS...: srun ARGS in the background as the cluster's user
 # (runner: its pid), back once its step runs (step_now: JOB.STEP, as a
 # task wrote it into $JOBS/.bg_step, as hold.sh does: squeue may still
-# list an earlier step). BG_TIMEOUT: srun's time limit [120 s].
+# list an earlier step). BG_TIMEOUT: srun's time limit [120 s]; BG_START:
+# how long the step may take to start [30 s] (ranks that import torch: a
+# minute, on a busy 2-core machine).
 bg_step() {
 	rm -f "$JOBS/.bg_step"
 	wait_jobs_completed
 	timeout -k 10 "${BG_TIMEOUT:-120}" "$DT_CLUSTER" run srun "$@" > "$OUT" 2> "$ERR" &
 	runner=$!
 	step_now=
-	for _ in $(seq 300); do
+	for _ in $(seq $(( ${BG_START:-30} * 10 ))); do
 		[ -s "$JOBS/.bg_step" ] && step_now=$(cat "$JOBS/.bg_step") && break
 		sleep 0.1
 	done

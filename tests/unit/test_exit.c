@@ -187,7 +187,26 @@ static void test_stopped_by_slurm(void)
 	json = dt_exit_tally_json(&t, "9.0");
 	CU_ASSERT_FATAL(json != NULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"ended\": \"timeout\""));
+	CU_ASSERT_PTR_NULL(strstr(json, "\"saved\""));
 	free(json);
+	/* The ranks' stacks beside the record are listed in it. */
+	{
+		struct dt_saved_file saved[] = {
+			{ DT_SAVED_STACKS, 0, "dist-train-9.0.stacks-rank-0" },
+			{ DT_SAVED_STACKS, 3, "dist-train-9.0.stacks-rank-3" },
+		};
+
+		t.saved = saved;
+		t.n_saved = 2;
+		json = dt_exit_tally_json(&t, "9.0");
+		CU_ASSERT_FATAL(json != NULL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(json, "  \"saved\": "
+			"[\"dist-train-9.0.stacks-rank-0\", "
+			"\"dist-train-9.0.stacks-rank-3\"],\n"));
+		free(json);
+		t.saved = NULL;
+		t.n_saved = 0;
+	}
 	dt_exit_tally_free(&t);
 }
 

@@ -2,10 +2,15 @@
 #include "config.h"
 
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "../../common/fr_dump.h"
+#include "../../common/json_read.h"
+#include "../../common/saved_files.h"
 #include "../../common/stack_report.h"
 #include "fr_dumps.h"
 
@@ -295,6 +300,127 @@ static void test_fr_memory_bounded(void)
 #endif
 }
 
+/* A rank in torch.distributed waits in a collective; the path decides,
+ * not the function's name, and a path may hold " in ". */
+static void test_in_collective(void)
+{
+	CU_ASSERT(dt_stack_in_collective("/usr/lib/python3/dist-packages/"
+					 "torch/distributed/distributed_c10d.py:"
+					 "2501 in all_reduce"));
+	CU_ASSERT(dt_stack_in_collective("/opt/my env/lib/torch/distributed/"
+					 "c10d_logger.py:83 in wrapper"));
+	CU_ASSERT(!dt_stack_in_collective("/jobs/train.py:6 in all_reduce"));
+	CU_ASSERT(dt_stack_in_collective("/jobs/torch/distributed/x in y/"
+					 "train.py:6 in step"));
+	CU_ASSERT(!dt_stack_in_collective("/jobs/a in b/train.py:6 in "
+					  "torch/distributed/"));
+	CU_ASSERT(!dt_stack_in_collective("<no Python frame>"));
+}
+
+/* What `dist-train why` reads back: srun's record, strictly. */
+static void test_json_record(void)
+{
+	static const char text[] =
+		"{\n  \"version\": 1, \"step\": \"42.0\", \"tasks\": 8,\n"
+		"  \"cause\": \"rank 5 \\\"x\\\" \\u00e9\\ud83d\\ude00\\n\",\n"
+		"  \"first_failure\": null, \"torchrun\": false,\n"
+		"  \"exits\": [{\"rank\": 5, \"after_s\": 2.013e0}, {}],\n"
+		"  \"tasks\": 4\n}\n";
+	char err[200];
+	struct dt_json *v = dt_json_parse(text, strlen(text), err,
+					  sizeof(err));
+	const struct dt_json *exits;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+	CU_ASSERT_STRING_EQUAL(dt_json_string(v, "step"), "42.0");
+	/* The last of a repeated name, as most readers take it. */
+	CU_ASSERT_EQUAL(dt_json_number(v, "tasks", -1), 4);
+	CU_ASSERT_STRING_EQUAL(dt_json_string(v, "cause"),
+			       "rank 5 \"x\" \xc3\xa9\xf0\x9f\x98\x80\n");
+	CU_ASSERT_PTR_NULL(dt_json_string(v, "first_failure"));
+	CU_ASSERT_EQUAL(dt_json_get(v, "torchrun")->type, DT_JSON_BOOL);
+	CU_ASSERT(!dt_json_get(v, "torchrun")->boolean);
+	exits = dt_json_get(v, "exits");
+	CU_ASSERT_EQUAL_FATAL(exits->count, 2);
+	CU_ASSERT_DOUBLE_EQUAL(dt_json_number(&exits->items[0], "after_s", 0),
+			       2.013, 1e-9);
+	CU_ASSERT_EQUAL(dt_json_number(v, "missing", -7), -7);
+	dt_json_free(v);
+}
+
+static void test_json_refused(void)
+{
+	static const char *const bad[] = {
+		"", "{", "{\"a\" 1}", "{\"a\": 1,}", "[1 2]", "01", "1.", "-",
+		"\"\\x\"", "\"\\ud800\"", "\"\\udc00x\"", "\"\\u0000\"",
+		"\"\x01\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "tru",
+		"{} {}", "\"open", "nul",
+	};
+	char err[200], deep[2 * DT_JSON_DEPTH_MAX + 3];
+	struct dt_json *v;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		err[0] = '\0';
+		v = dt_json_parse(bad[i], strlen(bad[i]), err, sizeof(err));
+		CU_ASSERT_PTR_NULL(v);
+		CU_ASSERT(!strncmp(err, "at byte ", 8));
+		dt_json_free(v);
+	}
+	/* Nesting past the bound is refused, not followed. */
+	memset(deep, '[', DT_JSON_DEPTH_MAX + 1);
+	memset(deep + DT_JSON_DEPTH_MAX + 1, ']', DT_JSON_DEPTH_MAX + 1);
+	v = dt_json_parse(deep, 2 * DT_JSON_DEPTH_MAX + 2, err, sizeof(err));
+	CU_ASSERT_PTR_NULL(v);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "nested deeper"));
+	v = dt_json_parse(deep + 1, 2 * DT_JSON_DEPTH_MAX, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL(v);
+	dt_json_free(v);
+}
+
+/* The files a step leaves beside its record, and nothing else. */
+static void test_saved_files(void)
+{
+	static const char *const names[] = {
+		"dist-train-42.0.stacks-rank-10", "dist-train-42.0.nccl-rank-0",
+		"dist-train-42.0.stacks-rank-2", "dist-train-42.0.json",
+		"dist-train-42.1.stacks-rank-0", "dist-train-42.0.stacks-rank-01",
+		"dist-train-42.0.stacks-rank-", "dist-train-42.0.stacks-rank-3x",
+		"dist-train-42.0.stacks-rank-4294967296",
+		"dist-train-420.0.stacks-rank-1",
+	};
+	char dir[] = "/tmp/dt-saved-XXXXXX", path[128];
+	struct dt_saved_file *files;
+	enum dt_saved_kind kind;
+	uint32_t rank;
+	size_t n;
+
+	CU_ASSERT_EQUAL(dt_saved_file_of("42.0", "dist-train-42.0.nccl-rank-"
+					 "7", &kind, &rank), 0);
+	CU_ASSERT(kind == DT_SAVED_NCCL && rank == 7);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		f = fopen(path, "w");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		fclose(f);
+	}
+	CU_ASSERT_EQUAL_FATAL(dt_saved_files(dir, "42.0", &files, &n), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT_STRING_EQUAL(files[0].name, "dist-train-42.0.stacks-rank-2");
+	CU_ASSERT_STRING_EQUAL(files[1].name,
+			       "dist-train-42.0.stacks-rank-10");
+	CU_ASSERT(files[2].kind == DT_SAVED_NCCL && files[2].rank == 0);
+	dt_saved_files_free(files, n);
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+	CU_ASSERT_EQUAL(dt_saved_files(dir, "42.0", &files, &n), -1);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_where_main_thread),
 	UNIT_TEST(test_where_last_dump),
@@ -306,6 +432,10 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_fr_python_pickles),
 	UNIT_TEST(test_fr_refused),
 	UNIT_TEST(test_fr_memory_bounded),
+	UNIT_TEST(test_in_collective),
+	UNIT_TEST(test_json_record),
+	UNIT_TEST(test_json_refused),
+	UNIT_TEST(test_saved_files),
 };
 
 UNIT_MAIN("stacks", tests)
