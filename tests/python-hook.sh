@@ -24,7 +24,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	exit 0
 fi
 
-echo "1..10"
+echo "1..11"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
 # where torch lacks it. Each script takes a port the kernel says is free
 # (other stacks' tests may run beside this one).
@@ -305,3 +305,52 @@ else
 	sed 's/^/# /' <<<"$out"
 fi
 rm -rf "$record"
+
+# Stacks on the way down (plugin/exit_stacks.c): with the memory file the
+# plugin hands a task, SIGTERM writes every thread's stack into it and
+# then does what it did before: the default kills the process by SIGTERM;
+# a handler the program sets afterwards still runs (a checkpoint); a
+# program the process runs gets neither the file nor its name.
+out=$(timeout 60 "$python" - "$hook" 2>&1 <<'PY'
+import os, signal, subprocess, sys, time
+
+def run(mode):
+    # Far from the descriptors ls itself opens.
+    fd = os.dup2(os.memfd_create("exit-stacks", 0), 100 + len(mode))
+    pid = os.fork()
+    if pid == 0:
+        os.environ["DIST_TRAIN_EXIT_STACKS_FD"] = str(fd)
+        os.environ["RANK"] = "3"
+        import importlib.util  # the hook, as Python runs it at a start
+        spec = importlib.util.spec_from_file_location(
+            "hook", os.path.join(sys.argv[1], "sitecustomize.py"))
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        if mode == "handler":
+            def checkpoint(signum, frame):
+                os.write(fd, b"CHECKPOINT\n")
+                os._exit(7)
+            signal.signal(signal.SIGTERM, checkpoint)
+        seen = subprocess.run(["sh", "-c", "echo ${DIST_TRAIN_EXIT_STACKS_FD:-unset}; ls /proc/self/fd"],
+                              capture_output=True, text=True).stdout.split()
+        os.write(fd, ("INHERITED %s\n" % (seen[0] != "unset" or str(fd) in seen[1:])).encode())
+        def waiting_for_sigterm(): time.sleep(30)
+        waiting_for_sigterm()
+        os._exit(0)
+    time.sleep(1.5)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    text = os.pread(fd, 65536, 0).decode()
+    print(mode, os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit %d" % os.WEXITSTATUS(status),
+          "in waiting_for_sigterm" in text, text.count("CHECKPOINT"), text.count("INHERITED False"),
+          text.startswith("dist-train: the stacks of rank 3 "))
+
+run("plain")
+run("handler")
+PY
+)
+if grep -qx "plain 15 True 0 1 True" <<<"$out" && grep -qx "handler exit 7 True 1 1 True" <<<"$out"; then
+	echo "ok 11 - SIGTERM: every thread's stack into the task's file, then the default (killed by SIGTERM), or the program's own handler set later; a program it runs gets neither file nor name"
+else
+	echo "not ok 11 - SIGTERM: stacks into the task's file"
+	sed 's/^/# /' <<<"$out"
+fi
