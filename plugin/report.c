@@ -185,8 +185,9 @@ static bool write_all(int fd, const char *buf, size_t len)
  * into RECORD_DIR/dist-train-STEP.stacks-rank-RANK. A grandchild writes
  * it, so that a folder on a hung file system holds up neither this child
  * nor, through it, slurmstepd: after STACKS_WRITE_MS it is left to finish.
+ * Returns false when it was left so.
  */
-static void save_stacks(const struct plugin_state *st, const char *step_id,
+static bool save_stacks(const struct plugin_state *st, const char *step_id,
 			const struct dt_task_exit *e, const char *stacks,
 			size_t len)
 {
@@ -196,18 +197,22 @@ static void save_stacks(const struct plugin_state *st, const char *step_id,
 	int fd, rc;
 
 	if (pid < 0)
-		return;
+		return true;
 	if (pid > 0) {
-		while (waitpid(pid, &rc, WNOHANG) == 0 && now_ms() < deadline)
+		while (waitpid(pid, &rc, WNOHANG) == 0) {
+			if (now_ms() >= deadline)
+				return false;
 			usleep(5000);
-		return;
+		}
+		return true;
 	}
 	alarm(10);	/* not inherited: its own, for a file system that
 			 * answers slowly but does answer */
 	snprintf(path, sizeof(path), "%s/dist-train-%s.stacks-rank-%u",
 		 st->record_dir, step_id, e->rank);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-		  0644);
+	/* Not a link, and no FIFO to wait on (O_NONBLOCK: ENXIO). */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
+		  O_CLOEXEC, 0644);
 	if (fd < 0)
 		_exit(1);
 	dt_exit_describe(e, how, sizeof(how));
@@ -237,6 +242,7 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	char answer[8];
 	gid_t gid = st->job_gid;
 	sigset_t alarm_only;
+	bool saved = true;
 	int fd;
 
 	/* Whatever hangs, the child ends: slurmstepd blocks SIGALRM, and
@@ -250,12 +256,15 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
 		_exit(2);
 	if (stacks)
-		save_stacks(st, step_id, e, stacks, stacks_len);
+		saved = save_stacks(st, step_id, e, stacks, stacks_len);
 	deadline = now_ms() + SEND_MS;
 	fd = net_connect(st->report_host, st->report_port, deadline, &why);
 	if (fd < 0 || !net_send_all(fd, record, len, deadline))
 		_exit(1);
-	/* Sent: srun heard it, even when its answer is late (3). */
+	/* Sent: srun heard it, even when its answer is late (3); 4: and
+	 * the stacks' folder is too slow to wait for again. */
+	if (!saved)
+		_exit(4);
 	_exit(net_read_line(fd, deadline, answer, sizeof(answer)) == 0 ? 0 : 3);
 }
 
@@ -302,6 +311,14 @@ void report_task_exit(spank_t sp, struct plugin_state *st)
 	/* srun is gone or out of reach: the node's other tasks keep quiet.
 	 * A late answer (srun asking slurmctld, or busy with a stranger's
 	 * connection) is no reason to. */
+	if (WIFEXITED(rc) && WEXITSTATUS(rc) == 4) {
+		dt_log_debug("step %s: the record folder %s took over %d ms "
+			     "to write task %u's stacks: this node saves no "
+			     "more", step_id, st->record_dir, STACKS_WRITE_MS,
+			     rank);
+		st->record_dir[0] = '\0';
+		return;
+	}
 	if (!WIFEXITED(rc) || (WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 3)) {
 		dt_log_debug("step %s: srun at %s:%s did not hear how task %u "
 			     "ended (%s %d)", step_id, st->report_host,
