@@ -618,8 +618,9 @@ off:
 	return 0;
 }
 
-/* DIR/dist-train-JOB.STEP.json, as the user; its path, or "" */
-static void write_record(char *path, size_t len)
+/* DIR/dist-train-JOB.STEP.json, as the user; its path, or "", and how
+ * many files of the ranks it lists (*SAVED). */
+static void write_record(char *path, size_t len, size_t *saved_count)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
 	struct dt_saved_file *saved = NULL;
@@ -627,12 +628,14 @@ static void write_record(char *path, size_t len)
 	char *json;
 	int fd;
 
+	*saved_count = 0;
 	/* The ranks' files, written before their nodes told srun they
 	 * ended (plugin/report.c): none is missed by being late. */
 	if (dt_saved_files(dir, watch.step_text, &saved, &n_saved) == 0) {
 		watch.tally.saved = saved;
 		watch.tally.n_saved = n_saved;
 	}
+	*saved_count = n_saved;
 	json = dt_exit_tally_json(&watch.tally, watch.step_text);
 	watch.tally.saved = NULL;
 	watch.tally.n_saved = 0;
@@ -690,8 +693,16 @@ void watch_finish(void)
 		if (!watch.cause_said)
 			say_cause();
 		if (!watch.record_off) {
-			write_record(path, sizeof(path));
-			if (path[0])
+			size_t saved;
+
+			write_record(path, sizeof(path), &saved);
+			if (path[0] && saved)
+				/* message: not a problem (where the record is) */
+				dt_log_info("what happened to each task is in "
+					    "%s; '" DT_NAME " why %s' shows "
+					    "where each rank stood", path,
+					    watch.step_text);
+			else if (path[0])
 				/* message: not a problem (where the record is) */
 				dt_log_info("what happened to each task is in %s",
 					    path);
