@@ -3,6 +3,7 @@
 #include "machine_cache_file.h"
 #include "admin_path.h"
 #include "error.h"
+#include "fd_io.h"
 #include "hwloc_machine.h"
 #include "machine_cache.h"
 #include "settings.h"
@@ -136,15 +137,7 @@ int dt_machine_cache_read(const char *path, const char *fingerprint,
 		dt_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	got = dt_read_up_to(fd, text, (size_t)st.st_size);
 	rc = dt_machine_parse(text, got, fingerprint, whole, err, errlen);
 out:
 	free(text);
@@ -189,7 +182,7 @@ int dt_machine_cache_write(const char *path, const char *fingerprint,
 	}
 	/* Written through before it takes the name: a crash leaves the old
 	 * file or the new one, never an empty one. */
-	if (fchmod(fd, 0644) < 0 || write(fd, text, len) != (ssize_t)len ||
+	if (fchmod(fd, 0644) < 0 || !dt_write_all(fd, text, len) ||
 	    fsync(fd) < 0 || renameat(dir, tmp, dir, name) < 0) {
 		dt_errf(err, errlen, "cannot write %s (%s): free space there, "
 			"or set topology-cache= in plugstack.conf to another "

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "../common/fd_io.h"
 #include "../common/fr_dump.h"
 #include "../common/json_read.h"
 #include "../common/saved_files.h"
@@ -32,8 +33,9 @@
 #define RECORD_MAX (256u << 20)
 /* A stacks file: the plugin's 256 KiB and its own line. */
 #define STACKS_FILE_MAX ((256u << 10) + 4096)
-/* Ranks a record may name: more is no record of ours. */
-#define TASKS_MAX (1u << 24)
+/* Ranks a record may name (2,097,152: 80 MB of state here); more is no
+ * record of ours. */
+#define TASKS_MAX (1u << 21)
 /* Group lines shown; the rest are counted. */
 #define GROUPS_SHOWN 8
 
@@ -96,15 +98,7 @@ static char *read_file(const struct why *w, const char *path, size_t max,
 	buf = malloc((size_t)sb.st_size + 1);
 	if (!buf)
 		goto out;
-	while (got < (size_t)sb.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	got = dt_read_up_to(fd, buf, (size_t)sb.st_size);
 	buf[got] = '\0';
 	*len = got;
 out:

@@ -25,6 +25,7 @@
 #include "plugin.h"
 #include "../common/exit_record.h"
 #include "../common/exit_tally.h"
+#include "../common/fd_io.h"
 #include "../common/net.h"
 
 /* Sending one record and hearing srun's answer, at most. */
@@ -162,21 +163,6 @@ static bool killed_for_memory(uint32_t local_id)
 	return false;
 }
 
-static bool write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
 /* Time the stacks' file has to be written before the record goes. */
 #define STACKS_WRITE_MS 1000
 
@@ -218,7 +204,7 @@ static bool save_stacks(const struct plugin_state *st, const char *step_id,
 	dt_exit_describe(e, how, sizeof(how));
 	/* Whatever the task wrote, then one line of the plugin's own, which
 	 * dist-train why reads for how it ended. */
-	if (!write_all(fd, stacks, len) ||
+	if (!dt_write_all(fd, stacks, len) ||
 	    dprintf(fd, "%sdist-train: rank %u on %s ended by %s%s\n",
 		    len && stacks[len - 1] != '\n' ? "\n" : "", e->rank,
 		    e->node, how, len == EXIT_STACKS_MAX ? " (its stacks are "

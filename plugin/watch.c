@@ -28,6 +28,7 @@
 
 #include "plugin.h"
 #include "../common/exit_tally.h"
+#include "../common/fd_io.h"
 #include "../common/saved_files.h"
 #include "../common/hostlist.h"
 #include "../common/net.h"
@@ -624,7 +625,8 @@ static void write_record(char *path, size_t len, size_t *saved_count)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
 	struct dt_saved_file *saved = NULL;
-	size_t n, n_saved = 0, done = 0;
+	size_t n_saved = 0;
+	bool written;
 	char *json;
 	int fd;
 
@@ -654,17 +656,8 @@ static void write_record(char *path, size_t len, size_t *saved_count)
 		free(json);
 		return;
 	}
-	n = strlen(json);
-	while (done < n) {
-		ssize_t w = write(fd, json + done, n - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		done += (size_t)w;
-	}
-	if (close(fd) < 0 || done < n) {
+	written = dt_write_all(fd, json, strlen(json));
+	if (close(fd) < 0 || !written) {
 		dt_log_error("this step's record %s is incomplete (%s): give a "
 			     "folder with room with --dist-train=record=DIR",
 			     path, strerror(errno));
