@@ -84,6 +84,25 @@ int dt_stack_where(const char *dump, size_t len, char *where,
 	return 0;
 }
 
+size_t dt_stack_first_dump(const char *dump, size_t len)
+{
+	const char *p = dump, *end = dump + len;
+	bool seen_header = false, after_frame = false;
+
+	while (p < end) {
+		size_t n = line_len(p, (size_t)(end - p));
+
+		if (n > 0 && p[0] != ' ' && ends_with(p, n, header_end)) {
+			if (seen_header && after_frame)
+				return (size_t)(p - dump);
+			seen_header = true;
+		}
+		after_frame = n > 0 && p[0] == ' ';
+		p += n + 1;
+	}
+	return len;
+}
+
 bool dt_stack_in_collective(const char *where)
 {
 	const char *in = NULL, *p;

@@ -30,6 +30,15 @@ int dt_stack_where(const char *dump, size_t len, char *where,
  */
 bool dt_stack_in_collective(const char *where);
 
+/*
+ * How much of DUMP (LEN bytes) its first faulthandler dump takes: where a
+ * second one starts (a thread's header right after a frame: within one
+ * dump, a blank line separates threads), or LEN. A rank's stacks of its
+ * end keep the first (where SIGTERM found it); a second SIGTERM while
+ * Python was ending may have added one from its exit handlers.
+ */
+size_t dt_stack_first_dump(const char *dump, size_t len);
+
 struct dt_stack_group {
 	const char *where;	/* shared by the group's ranks */
 	size_t first;		/* its ranks: ORDER[first .. first+count) */

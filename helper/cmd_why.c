@@ -275,8 +275,10 @@ static void read_saved(struct why *w)
 			w->nstacks++;
 			free(r->how);
 			r->how = ended_how(text);
-			r->state = dt_stack_where(text, len, where,
-						  sizeof(where)) == 0 ?
+			/* The first dump: where SIGTERM found it. */
+			r->state = dt_stack_where(text,
+						  dt_stack_first_dump(text, len),
+						  where, sizeof(where)) == 0 ?
 				   HAS_STACKS : UNANSWERED;
 			free(r->where);
 			r->where = r->state == HAS_STACKS ? strdup(where) :

@@ -421,6 +421,32 @@ static void test_saved_files(void)
 	CU_ASSERT_EQUAL(dt_saved_files(dir, "42.0", &files, &n), -1);
 }
 
+/* A rank's stacks of its end: a second SIGTERM during Python's exit
+ * added a dump from its exit handlers; the first one counts. */
+static void test_first_dump(void)
+{
+	static const char two[] =
+		"dist-train: the stacks of rank 0 (pid 1) when SIGTERM came\n"
+		"Thread 0x2 (most recent call first):\n"
+		"  File \"/x.py\", line 1 in run\n"
+		"\n"
+		"Current thread 0x1 (most recent call first):\n"
+		"  File \"/jobs/end.py\", line 15 in behind\n"
+		"  File \"/jobs/end.py\", line 20 in <module>\n"
+		"Current thread 0x1 (most recent call first):\n"
+		"  File \"/usr/lib/torch/library.py\", line 674 in _del_library\n"
+		"dist-train: rank 0 on n1 ended by signal 15 (SIGTERM)\n";
+	char where[DT_STACK_WHERE_MAX];
+	size_t first = dt_stack_first_dump(two, strlen(two));
+
+	CU_ASSERT_EQUAL_FATAL(dt_stack_where(two, first, where, sizeof(where)),
+			      0);
+	CU_ASSERT_STRING_EQUAL(where, "/jobs/end.py:15 in behind");
+	/* One dump: all of it. */
+	CU_ASSERT_EQUAL(dt_stack_first_dump(dump, strlen(dump)), strlen(dump));
+	CU_ASSERT_EQUAL(dt_stack_first_dump("", 0), 0);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_where_main_thread),
 	UNIT_TEST(test_where_last_dump),
@@ -433,6 +459,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_fr_refused),
 	UNIT_TEST(test_fr_memory_bounded),
 	UNIT_TEST(test_in_collective),
+	UNIT_TEST(test_first_dump),
 	UNIT_TEST(test_json_record),
 	UNIT_TEST(test_json_refused),
 	UNIT_TEST(test_saved_files),
