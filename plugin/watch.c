@@ -76,6 +76,9 @@ static void stop_step(int sig)
 
 	*(void **)&kill_step = dlsym(RTLD_DEFAULT, "slurm_kill_job_step");
 	if (!kill_step) {
+		/* Said once, at SIGTERM: SIGKILL's try would repeat it. */
+		if (sig == SIGKILL)
+			return;
 		dt_log_error("cannot stop the step: this srun has no "
 			     "slurm_kill_job_step; run scancel %s, and ask "
 			     "your administrator to rebuild dist-train for "
