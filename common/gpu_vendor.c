@@ -16,6 +16,35 @@ const struct dt_gpu_vendor dt_gpu_vendors[DT_GPU_VENDORS] = {
 		.order_name = "CUDA_DEVICE_ORDER",
 		.order_value = "PCI_BUS_ID",
 		.driver = "the NVIDIA driver (nvidia-smi -L lists the GPUs)",
+		.collective = {
+			.name = "NCCL",
+			.label = "libnccl",
+			/* pip's nvidia-nccl-cu*, which torch depends on */
+			.pip_path = "nvidia/nccl/lib/libnccl.so.2",
+			.libs = { "libnccl.so.2" },
+			.install = "PyTorch with its NCCL (pip install torch), "
+				   "or NCCL itself",
+		},
+		.runtime = {
+			.name = "CUDA driver",
+			.libs = { "libcuda.so.1" },
+			.device_node = "/dev/nvidiactl",
+			.tool = "nvidia-smi",
+			.install = "the NVIDIA driver",
+			.init = "cuInit",
+			.device_count = "cuDeviceGetCount",
+			.device_get = "cuDeviceGet",
+			.ctx_retain = "cuDevicePrimaryCtxRetain",
+			.ctx_release = "cuDevicePrimaryCtxRelease_v2",
+			.ctx_set = "cuCtxSetCurrent",
+			.mem_alloc = "cuMemAlloc_v2",
+			.mem_free = "cuMemFree_v2",
+			.htod = "cuMemcpyHtoD_v2",
+			.dtoh = "cuMemcpyDtoH_v2",
+			.stream_create = "cuStreamCreate",
+			.stream_sync = "cuStreamSynchronize",
+			.stream_destroy = "cuStreamDestroy_v2",
+		},
 	},
 	[DT_GPU_AMD] = {
 		.name = "AMD",
@@ -30,6 +59,39 @@ const struct dt_gpu_vendor dt_gpu_vendors[DT_GPU_VENDORS] = {
 			      "GPU_DEVICE_ORDINAL" },
 		.driver = "the amdgpu driver and ROCm (amd-smi list lists "
 			  "the GPUs)",
+		.collective = {
+			.name = "RCCL",
+			.label = "librccl",
+			/* PyTorch's ROCm wheels bundle RCCL and HIP in
+			 * torch/lib; loading RCCL brings that HIP. */
+			.pip_path = "torch/lib/librccl.so",
+			.libs = { "librccl.so.1", "/opt/rocm/lib/librccl.so.1" },
+			.install = "PyTorch for ROCm (its wheels bring RCCL), "
+				   "or RCCL itself",
+		},
+		.runtime = {
+			.name = "HIP runtime",
+			/* ROCm 7, 6 and 5 sonames; /opt/rocm where ROCm's
+			 * own folder is not on the loader's path. */
+			.libs = { "libamdhip64.so.7", "libamdhip64.so.6",
+				  "libamdhip64.so.5",
+				  "/opt/rocm/lib/libamdhip64.so" },
+			.device_node = "/dev/kfd",
+			.tool = "amd-smi",
+			.install = "ROCm",
+			/* hipMalloc takes a void **, hipFree a void *: the
+			 * same registers as CUDA's 64-bit device pointers. */
+			.init = "hipInit",
+			.device_count = "hipGetDeviceCount",
+			.set_device = "hipSetDevice",
+			.mem_alloc = "hipMalloc",
+			.mem_free = "hipFree",
+			.htod = "hipMemcpyHtoD",
+			.dtoh = "hipMemcpyDtoH",
+			.stream_create = "hipStreamCreateWithFlags",
+			.stream_sync = "hipStreamSynchronize",
+			.stream_destroy = "hipStreamDestroy",
+		},
 	},
 };
 

@@ -18,6 +18,41 @@ enum dt_gpu_vendor_id {
 	DT_GPU_VENDORS
 };
 
+/* Libraries a vendor entry may name for one purpose, tried in order. */
+#define DT_GPU_LIBS 5
+
+/*
+ * What --dist-train=check's GPU all-reduce loads on this vendor's GPUs
+ * (helper/nccl_check.c): the collective library, which speaks NCCL's API
+ * on every vendor, and the runtime that gives it device memory and a
+ * stream, whose calls have one shape on every vendor. Names, looked up at
+ * run time, so that neither is needed to build.
+ */
+struct dt_gpu_collective {
+	const char *name;		/* "NCCL", "RCCL" */
+	const char *label;		/* "libnccl", as in "libnccl 2.21.5" */
+	/* Where the PyTorch of a Python environment brings its own, below
+	 * site-packages; tried before LIBS. */
+	const char *pip_path;
+	const char *libs[DT_GPU_LIBS];	/* sonames or absolute paths */
+	const char *install;		/* what a user installs: messages */
+};
+
+struct dt_gpu_runtime {
+	const char *name;		/* "CUDA driver" */
+	/* Tried where the collective library did not bring it. */
+	const char *libs[DT_GPU_LIBS];
+	const char *device_node;	/* there once the driver is loaded */
+	const char *tool;		/* what lists the GPUs: messages */
+	const char *install;		/* what an administrator installs */
+	/* Entry points. A device is made current by SET_DEVICE where the
+	 * runtime has it (HIP), else by DEVICE_GET, CTX_RETAIN and CTX_SET
+	 * (CUDA's driver API: a primary context). */
+	const char *init, *device_count, *set_device, *device_get,
+		   *ctx_retain, *ctx_release, *ctx_set, *mem_alloc, *mem_free,
+		   *htod, *dtoh, *stream_create, *stream_sync, *stream_destroy;
+};
+
 struct dt_gpu_vendor {
 	const char *name;		/* "NVIDIA", "AMD" */
 	uint16_t pci_vendor;		/* 0x10de, 0x1002 */
@@ -33,6 +68,8 @@ struct dt_gpu_vendor {
 	const char *refilter[3];
 	/* What a user installs to use them: for messages. */
 	const char *driver;
+	struct dt_gpu_collective collective;
+	struct dt_gpu_runtime runtime;
 };
 
 extern const struct dt_gpu_vendor dt_gpu_vendors[DT_GPU_VENDORS];

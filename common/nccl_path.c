@@ -17,7 +17,7 @@ bool dt_is_python(const char *program)
 }
 
 /* PREFIX's patterns, once each, into OUT at *N. */
-static void add_prefix(const char *prefix, size_t len,
+static void add_prefix(const char *pip_path, const char *prefix, size_t len,
 		       char out[][DT_NCCL_PATH_MAX], int max, int *n)
 {
 	static const char *const dirs[] = { "site-packages", "dist-packages" };
@@ -29,9 +29,8 @@ static void add_prefix(const char *prefix, size_t len,
 		len--;
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
 		char path[DT_NCCL_PATH_MAX];
-		int w = snprintf(path, sizeof(path), "%.*s/lib/python3*/%s/"
-				 "nvidia/nccl/lib/" DT_NCCL_SONAME, (int)len,
-				 prefix, dirs[d]);
+		int w = snprintf(path, sizeof(path), "%.*s/lib/python3*/%s/%s",
+				 (int)len, prefix, dirs[d], pip_path);
 		bool seen = false;
 
 		if (w < 0 || (size_t)w >= sizeof(path))
@@ -44,8 +43,8 @@ static void add_prefix(const char *prefix, size_t len,
 }
 
 /* The environment of an interpreter at PREFIX/bin/NAME: PREFIX. */
-static void add_interpreter(const char *path, char out[][DT_NCCL_PATH_MAX],
-			    int max, int *n)
+static void add_interpreter(const char *pip_path, const char *path,
+			    char out[][DT_NCCL_PATH_MAX], int max, int *n)
 {
 	const char *slash;
 	size_t len;
@@ -58,20 +57,25 @@ static void add_interpreter(const char *path, char out[][DT_NCCL_PATH_MAX],
 	while (len > 0 && path[len - 1] != '/')
 		len--;
 	if (len > 0)
-		add_prefix(path, len, out, max, n);
+		add_prefix(pip_path, path, len, out, max, n);
 }
 
-int dt_nccl_candidates(const char *interpreter, const char *real,
-		       const char *virtual_env, const char *conda_prefix,
-		       char out[][DT_NCCL_PATH_MAX], int max)
+int dt_nccl_candidates(const char *pip_path, const char *interpreter,
+		       const char *real, const char *virtual_env,
+		       const char *conda_prefix, char out[][DT_NCCL_PATH_MAX],
+		       int max)
 {
 	int n = 0;
 
-	add_interpreter(interpreter, out, max, &n);
-	add_interpreter(real, out, max, &n);
+	if (!pip_path || !*pip_path)
+		return 0;
+	add_interpreter(pip_path, interpreter, out, max, &n);
+	add_interpreter(pip_path, real, out, max, &n);
 	if (virtual_env)
-		add_prefix(virtual_env, strlen(virtual_env), out, max, &n);
+		add_prefix(pip_path, virtual_env, strlen(virtual_env), out,
+			   max, &n);
 	if (conda_prefix)
-		add_prefix(conda_prefix, strlen(conda_prefix), out, max, &n);
+		add_prefix(pip_path, conda_prefix, strlen(conda_prefix), out,
+			   max, &n);
 	return n;
 }

@@ -776,7 +776,7 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out,
 	struct dt_rdv_result res;
 	struct dt_env_request req;
 	char err[1024], why[512] = "", ifname[80], comm_id[128], *cpus;
-	const char *node = getenv("SLURMD_NODENAME"), *lib;
+	const char *node = getenv("SLURMD_NODENAME"), *lib, *coll;
 	bool have_ifname = false, quiet = false;
 	uint64_t deadline, started = now_ms(), placed, met;
 	unsigned budget;
@@ -834,14 +834,15 @@ int bootstrap(const struct dt_config *cfg, struct dt_env *out,
 			"at %s:%u (%s)", t.layout.world_size,
 			t.layout.master_addr, t.ports.port[0], res.address);
 		lib = nccl_describe();
+		coll = nccl_collective_name();
 		if (res.nccl_check)
-			fprintf(stderr, "; NCCL all-reduce across them: ok "
-				"(%s)\n", lib ? lib : "libnccl");
+			fprintf(stderr, "; %s all-reduce across them: ok "
+				"(%s)\n", coll, lib ? lib : coll);
 		else
-			fprintf(stderr, "; NCCL all-reduce skipped: not every "
-				"rank has NCCL and a GPU (rank 0: %s%s%s)\n",
-				why[0] ? why : "ok", lib ? ", " : "",
-				lib ? lib : "");
+			fprintf(stderr, "; %s all-reduce skipped: not every "
+				"rank has %s and a GPU (rank 0: %s%s%s)\n",
+				coll, coll, why[0] ? why : "ok",
+				lib ? ", " : "", lib ? lib : "");
 	}
 
 	snprintf(comm_id, sizeof(comm_id), "%s:%u", res.address,

@@ -1,8 +1,9 @@
 /*
- * A one-float NCCL all-reduce across the step, for --dist-train=check.
- * NCCL (libnccl.so.2) and the CUDA driver (libcuda.so.1) are loaded at run
- * time: on nodes without them, or without a GPU, the check is skipped and
- * the reason reported.
+ * A one-float NCCL all-reduce across the step, for --dist-train=check:
+ * NCCL over the CUDA driver on NVIDIA GPUs, RCCL over HIP on AMD's (the
+ * vendor table, common/gpu_vendor.h). Both are loaded at run time: on
+ * nodes without them, or without a GPU, the check is skipped and the
+ * reason reported.
  */
 #ifndef DIST_TRAIN_HELPER_NCCL_CHECK_H
 #define DIST_TRAIN_HELPER_NCCL_CHECK_H
@@ -31,12 +32,15 @@ int nccl_allreduce_check(uint32_t world, uint32_t rank, uint32_t local_rank,
 /*
  * The program the check is for (its argv[0]; else DIST_TRAIN_PROGRAM in
  * the environment, which the plugin sets for the helper): where it is
- * Python, the NCCL of its own Python environment is loaded, as PyTorch
- * from pip would (common/nccl_path.h), else the system's libnccl.so.2.
+ * Python, the NCCL (or RCCL) of its own Python environment is loaded, as
+ * PyTorch from pip would (common/nccl_path.h), else the system's.
  */
 void nccl_set_program(const char *program);
 
-/* Which NCCL was loaded, "libnccl VERSION from PATH"; NULL before. */
+/* Which library was loaded, "libnccl VERSION from PATH"; NULL before. */
 const char *nccl_describe(void);
+
+/* "NCCL" or "RCCL": the loaded library's name; "NCCL" before. */
+const char *nccl_collective_name(void);
 
 #endif

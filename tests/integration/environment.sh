@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 21
+plan 24
 
 make_show_script
 
@@ -77,5 +77,32 @@ check "... and through the helper (check mode): the rendezvous and a gloo all_re
 job srun --export=PATH -N2 -n2 --mpi=none --dist-train=check ./show.sh
 check "--export=PATH: the step's secret still reaches the helper (check mode, no PMIx)" \
 	test "$(count_lines '^TASK procid=([01]) .* RANK=\1 ')" = 2 || show_output
+
+# check on AMD nodes: RCCL's all-reduce over HIP, with stand-ins for both
+# (mock_hip.c, mock_rccl.c; mock_rocm is both in one library, as
+# PyTorch's ROCm wheels bring them). What is tested is which libraries
+# the helper finds, how it drives them and which GPU each rank takes.
+for mock in mock_hip mock_rccl mock_rocm; do
+	[ -e "$TOP_BUILDDIR/tests/integration/.libs/$mock.so" ] ||
+		make -s -C "$TOP_BUILDDIR/tests" "integration/$mock.la" >/dev/null
+done
+libs=$TOP_BUILDDIR/tests/integration/.libs
+wheel=$JOBS/venv/lib/python3/site-packages/torch/lib
+mkdir -p "$JOBS/rocm/lib" "$JOBS/venv/bin" "$wheel"
+install -m 0755 "$libs/mock_hip.so" "$JOBS/rocm/lib/libamdhip64.so.6"
+install -m 0755 "$libs/mock_rccl.so" "$JOBS/rocm/lib/librccl.so.1"
+install -m 0755 "$libs/mock_rocm.so" "$wheel/librccl.so"
+ln -sf /usr/bin/python3 "$JOBS/venv/bin/python3"
+job env LD_LIBRARY_PATH="$JOBS/rocm/lib" DT_MOCK_GPUS=2 srun -N2 --ntasks-per-node=2 --mpi=none --dist-train=check true
+check "check on AMD nodes: RCCL's all-reduce over HIP, from the system, each rank on its own GPU" \
+	eval 'grep -q "^dist-train: check: all 4 ranks reached rank 0 at n[0-9]*:[0-9]* (.*); RCCL all-reduce across them: ok (librccl 2\.22\.3 from $JOBS/rocm/lib/librccl\.so\.1)$" "$ERR" &&
+		[ "$(grep -c "^mock-hip: rank [0-3] uses GPU [01] of 2$" "$ERR")" = 4 ] &&
+		[ "$(grep "^mock-hip: rank" "$ERR" | sort -u | wc -l)" = 4 ]' || show_output
+job srun -N2 -n2 --mpi=none --dist-train=check "$JOBS/venv/bin/python3" -c pass
+check "... and the RCCL and HIP that PyTorch's ROCm wheel brings into the program's environment" \
+	grep -q "; RCCL all-reduce across them: ok (librccl 2\.22\.3 from $wheel/librccl\.so)$" "$ERR" || show_output
+job env LD_LIBRARY_PATH="$JOBS/rocm/lib" DT_MOCK_GPUS=1 srun -N1 -n2 --mpi=none --dist-train=check true
+check "... two ranks on one AMD GPU: skipped, saying why in RCCL's name" \
+	grep -q "; RCCL all-reduce skipped: not every rank has RCCL and a GPU (rank 0: 2 ranks on this node share 1 GPU, and RCCL refuses two ranks of one communicator on one GPU: run at most 1 task per node to have RCCL checked, librccl 2\.22\.3 from $JOBS/rocm/lib/librccl\.so\.1)$" "$ERR" || show_output
 
 finish

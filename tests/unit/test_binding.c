@@ -602,6 +602,45 @@ static void kfd_order(void)
 }
 
 /* Which PCI devices are whose GPUs, and amdkfd's word on a GPU's bus. */
+/*
+ * Each vendor entry gives --dist-train=check all it loads and calls
+ * (helper/nccl_check.c): a collective library and a runtime by name, and
+ * a way to make a GPU current; a vendor is added by its entry alone.
+ */
+static void test_vendor_check_entries(void)
+{
+	for (int v = 0; v < DT_GPU_VENDORS; v++) {
+		const struct dt_gpu_collective *c = &dt_gpu_vendors[v].collective;
+		const struct dt_gpu_runtime *r = &dt_gpu_vendors[v].runtime;
+		const char *const calls[] = {
+			r->init, r->device_count, r->mem_alloc, r->mem_free,
+			r->htod, r->dtoh, r->stream_create, r->stream_sync,
+			r->stream_destroy,
+		};
+
+		CU_ASSERT_PTR_NOT_NULL(c->name);
+		CU_ASSERT_PTR_NOT_NULL(c->label);
+		CU_ASSERT_PTR_NOT_NULL(c->pip_path);
+		CU_ASSERT_PTR_NOT_NULL(c->libs[0]);
+		CU_ASSERT_PTR_NOT_NULL(c->install);
+		CU_ASSERT_PTR_NOT_NULL(r->name);
+		CU_ASSERT_PTR_NOT_NULL(r->libs[0]);
+		CU_ASSERT_TRUE(r->device_node && r->device_node[0] == '/');
+		CU_ASSERT_PTR_NOT_NULL(r->tool);
+		CU_ASSERT_PTR_NOT_NULL(r->install);
+		for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+			CU_ASSERT_PTR_NOT_NULL(calls[i]);
+		/* hipSetDevice, or CUDA's primary context. */
+		CU_ASSERT_TRUE(r->set_device ? !r->device_get :
+			       r->device_get && r->ctx_retain && r->ctx_set &&
+			       r->ctx_release);
+	}
+	CU_ASSERT_STRING_EQUAL(dt_gpu_vendors[DT_GPU_AMD].collective.name,
+			       "RCCL");
+	CU_ASSERT_STRING_EQUAL(dt_gpu_vendors[DT_GPU_NVIDIA].collective.libs[0],
+			       "libnccl.so.2");
+}
+
 static void test_gpu_vendors(void)
 {
 	/* A KFD GPU node's properties, as amdkfd writes them (shortened):
@@ -809,6 +848,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_grace_hopper),
 	UNIT_TEST(test_grace_blackwell),
 	UNIT_TEST(test_gpu_vendors),
+	UNIT_TEST(test_vendor_check_entries),
 	UNIT_TEST(test_mig),
 	UNIT_TEST(test_amd_mi250x),
 	UNIT_TEST(test_amd_mi300a),
