@@ -176,7 +176,9 @@ int dt_admin_paths_check(const struct dt_config *cfg, char *err,
 			     errlen) < 0)
 			return -1;
 	}
-	if (cfg->topology[0] &&
+	/* With a node's name still to come (srun, sbatch), it is checked
+	 * on each node, where dt_config_for_node has put it in. */
+	if (cfg->topology[0] && !strstr(cfg->topology, DT_NODE_PLACEHOLDER) &&
 	    dt_admin_path_check("topology", cfg->topology, err, errlen) < 0)
 		return -1;
 	/* The cache's folders; the file itself, rewritten by the plugin, is

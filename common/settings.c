@@ -208,6 +208,48 @@ static int apply_topology(struct dt_config *cfg, const char *value,
 	return set_path(cfg->topology, "topology", value, err, errlen);
 }
 
+int dt_config_for_node(struct dt_config *cfg, const char *node, char *err,
+		       size_t errlen)
+{
+	char path[DT_HELPER_PATH_MAX];
+	const char *at;
+	size_t used = 0, node_len = strlen(node);
+	const char *from = cfg->topology;
+
+	if (!strstr(from, DT_NODE_PLACEHOLDER))
+		return 0;
+	/* A node's name from slurm.conf; one that could leave the folder
+	 * (a "/" or "..") is not put in a path. */
+	if (!node_len || strchr(node, '/') || !strcmp(node, "..") ||
+	    !strcmp(node, ".")) {
+		/* message: the caller names the fix (plugin/dist_train.c) */
+		dt_errf(err, errlen, "topology=%s: this node's name '%s' "
+			"cannot stand for %%n in a path",
+			cfg->topology, node);
+		return -1;
+	}
+	while ((at = strstr(from, DT_NODE_PLACEHOLDER))) {
+		size_t before = (size_t)(at - from);
+
+		if (used + before + node_len >= sizeof(path))
+			goto too_long;
+		memcpy(path + used, from, before);
+		memcpy(path + used + before, node, node_len);
+		used += before + node_len;
+		from = at + strlen(DT_NODE_PLACEHOLDER);
+	}
+	if (used + strlen(from) >= sizeof(path))
+		goto too_long;
+	strcpy(path + used, from);
+	strcpy(cfg->topology, path);
+	return 0;
+too_long:
+	/* message: the caller names the fix (plugin/dist_train.c) */
+	dt_errf(err, errlen, "topology=%s: too long once %%n is this node's "
+		"name '%s'", cfg->topology, node);
+	return -1;
+}
+
 static int apply_topology_cache(struct dt_config *cfg, const char *value,
 				char *err, size_t errlen)
 {
@@ -369,7 +411,7 @@ static const struct setting settings[] = {
 	{ "check", "check[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
 	  apply_check, "no",
 	  "before the program, every rank reaches rank 0 and, where there "
-	  "are GPUs, an NCCL all-reduce runs" },
+	  "are GPUs, an NCCL (AMD: RCCL) all-reduce runs" },
 	{ "pmix", "pmix[=yes|no]", SCOPE_USER | SCOPE_SITE, VALUE_OPTIONAL,
 	  apply_pmix, "yes",
 	  "ranks from PMIx and a start barrier when the step has PMIx "
@@ -426,7 +468,7 @@ static const struct setting settings[] = {
 	{ "topology", "topology=FILE", SCOPE_SITE, VALUE_REQUIRED,
 	  apply_topology, "(discovered)",
 	  "an hwloc XML of the node (lstopo --of xml), read instead of "
-	  "discovering the node" },
+	  "discovering the node; %n in it is the node's name" },
 	{ "topology-cache", "topology-cache=PATH|off", SCOPE_SITE,
 	  VALUE_REQUIRED, apply_topology_cache, DT_TOPOLOGY_CACHE_DEFAULT,
 	  "where slurmstepd keeps the node's machine, discovered once as "

@@ -69,6 +69,18 @@ int dt_config_parse_site(struct dt_config *cfg, int argc, char *const argv[],
 			 char *err, size_t errlen);
 
 /*
+ * On NODE (slurmstepd, once its name is known): each "%n" of topology=
+ * becomes NODE's name, so that one plugstack.conf line gives each node of
+ * a cluster of several kinds its own file. Returns 0, or -1 with ERR
+ * where the name is not a plain one or the path grows too long.
+ */
+int dt_config_for_node(struct dt_config *cfg, const char *node, char *err,
+		       size_t errlen);
+
+/* The per-node placeholder of topology=, replaced by dt_config_for_node. */
+#define DT_NODE_PLACEHOLDER "%n"
+
+/*
  * Apply the value of --dist-train on top of CFG and enable it. ARG may be
  * NULL, "" or "(null)": that is how Slurm hands over a bare
  * "#SBATCH --dist-train" to the steps of the job.

@@ -29,30 +29,32 @@ SPANK_PLUGIN(dist_train, 1)
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	spank_context_t ctx = spank_context();
+	char **env = NULL, node[256] = "";
 
 	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR &&
 	    ctx != S_CTX_REMOTE)
 		return 0;
 
+	if (ctx == S_CTX_REMOTE) {
+		if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+			env = NULL;
+		plugin_node_name(env, node, sizeof(node));
+	}
 	dt_config_init(&state.site);
 	state.site_ok = dt_config_parse_site(&state.site, ac, av,
 					     state.site_error,
 					     sizeof(state.site_error)) == 0 &&
+		(ctx != S_CTX_REMOTE ||
+		 dt_config_for_node(&state.site, node, state.site_error,
+				    sizeof(state.site_error)) == 0) &&
 		dt_admin_paths_check(&state.site, state.site_error,
 				     sizeof(state.site_error)) == 0;
 	if (!state.site_ok) {
 		dt_config_init(&state.site);
 		/* Users hear of it when they ask for --dist-train. */
-		if (ctx == S_CTX_REMOTE) {
-			char **env = NULL, node[256];
-
-			if (spank_get_item(sp, S_JOB_ENV, &env) !=
-			    ESPANK_SUCCESS)
-				env = NULL;
-			plugin_node_name(env, node, sizeof(node));
+		if (ctx == S_CTX_REMOTE)
 			dt_log_error("disabled on %s: %s", node,
 				     state.site_error);
-		}
 	}
 	state.step = state.site;
 

@@ -309,6 +309,8 @@ def strip_prefixes(text):
 
 def normalise(text):
     text = DIRECTIVE.sub("...", strip_prefixes(text))
+    # printf's "%%" prints one "%".
+    text = text.replace("%%", "%")
     text = re.sub(r"(\.\.\.)+", "...", text)
     # The node a task's or slurmstepd's message comes from.
     if text.startswith("on ...: "):

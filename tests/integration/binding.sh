@@ -8,7 +8,7 @@
 # No gpu GRES: with one, Slurm sets SLURM_STEP_GPUS itself (24.11 unsets
 # a user's), and the GPU list test below hands the step its own.
 DT_CLUSTER_GPUS=0 cluster_start
-plan 25
+plan 26
 
 # A cache of this cluster's own, empty at first: the first step below
 # writes it, every later one reads it.
@@ -170,6 +170,25 @@ check "AMD MI250X, the whole node: local rank i gets GCD i, ordered as ROCm numb
 job srun -N1 --ntasks-per-node=1 --dist-train=torchrun,verbose true
 check "AMD MI250X, torchrun mode: one worker per GCD" \
 	grep -q "^dist-train: rank 0 on n[0-9]*: .*PET_NPROC_PER_NODE=8 " "$ERR" || show_output
+
+# A cluster of two kinds with one plugstack.conf line: topology= with %n
+# gives each node its own file. n1 and n2 are MI250X nodes, n3 and n4
+# POWER8 nodes with 4 NVIDIA GPUs; one step over all four.
+for n in n1 n2; do
+	admin_file "node-$n.xml" 0644 < "$TOP_SRCDIR/tests/topologies/mi250x-lumi-frontier.xml"
+done
+for n in n3 n4; do
+	admin_file "node-$n.xml" 0644 < "$TOP_SRCDIR/tests/topologies/power8gpudistances.xml"
+done
+set_plugin_args topology="$ADMIN/node-%n.xml"
+job srun -N4 --ntasks-per-node=4 --exclusive --dist-train=verbose ./aff.sh
+check "AMD and NVIDIA nodes in one step (topology=.../node-%n.xml): each node's tasks get its own vendor's GPUs, in its runtime's order" \
+	eval '[ "$(count_lines "^AFF lr=[0-3] host=n[12] .* gpu=0000:[c-d][0-9a-f]:00\.0 ordinal=[0-3] visible=unset order=unset ")" = 8 ] &&
+	      [ "$(count_lines "^AFF lr=0 host=n[12] .* gpu=0000:c1:00\.0 ordinal=0 ")" = 2 ] &&
+	      [ "$(count_lines "^AFF lr=[0-3] host=n[34] .* gpu=000[2-9a-b]:01:00\.0 ordinal=[0-3] visible=unset order=PCI_BUS_ID ")" = 8 ] &&
+	      [ "$(count_lines "^AFF lr=3 host=n[34] .* gpu=000b:01:00\.0 ordinal=3 ")" = 2 ] &&
+	      [ "$(grep -c "^dist-train: rank [0-9]* on n[12]: .*GPU: AMD " "$ERR")" = 8 ] &&
+	      [ "$(grep -c "^dist-train: rank [0-9]* on n[34]: .*GPU: NVIDIA " "$ERR")" = 8 ]' || show_output
 set_plugin_args
 
 finish

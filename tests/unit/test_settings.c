@@ -66,6 +66,46 @@ static void test_topology_cache(void)
 					       sizeof(err)), -1);
 }
 
+/* One plugstack.conf line, a file per node: %n is the node's name. */
+static void test_topology_per_node(void)
+{
+	char *per_node[] = { "topology=/etc/dt/%n/%n.xml" };
+	char *plain[] = { "topology=/etc/dt/node.xml" };
+	char long_path[256], *too_long[1];
+	struct dt_config c;
+	char err[512];
+
+	dt_config_init(&c);
+	CU_ASSERT_EQUAL_FATAL(dt_config_parse_site(&c, 1, per_node, err,
+						   sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "gpu17", err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(c.topology, "/etc/dt/gpu17/gpu17.xml");
+	/* Done once: the name now in it is not replaced again. */
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "x", err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(c.topology, "/etc/dt/gpu17/gpu17.xml");
+
+	dt_config_parse_site(&c, 1, plain, err, sizeof(err));
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "n1", err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(c.topology, "/etc/dt/node.xml");
+
+	dt_config_parse_site(&c, 1, per_node, err, sizeof(err));
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "../n1", err, sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot stand for %n"));
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "..", err, sizeof(err)), -1);
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "", err, sizeof(err)), -1);
+	/* A path that fits until the names go in: 100 of 20 characters. */
+	strcpy(long_path, "topology=/");
+	for (int i = 0; i < 100; i++)
+		strcat(long_path, "%n");
+	too_long[0] = long_path;
+	CU_ASSERT_EQUAL_FATAL(dt_config_parse_site(&c, 1, too_long, err,
+						   sizeof(err)), 0);
+	CU_ASSERT_EQUAL(dt_config_for_node(&c, "node-with-a-long-name",
+					   err, sizeof(err)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "too long once %n is this node's "
+				      "name 'node-with-a-long-name'"));
+}
+
 /* How Slurm numbers the GPUs is the site's gres.conf: a site key. */
 static void test_slurm_gpus(void)
 {
@@ -475,6 +515,7 @@ static void test_after_start_settings(void)
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
 	UNIT_TEST(test_topology_cache),
+	UNIT_TEST(test_topology_per_node),
 	UNIT_TEST(test_slurm_gpus),
 	UNIT_TEST(test_bare_option_enables),
 	UNIT_TEST(test_user_settings),
