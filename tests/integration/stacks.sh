@@ -13,6 +13,11 @@ plan 17
 # it starts itself on them by its own path.
 STACKS=$DT_CLUSTER_DIR/bin/dist-train
 make_hold_script
+# Most steps here start 8 ranks that import torch: on a busy 2-core
+# machine that took over bg_step's default 30 s (trixie's flake loop,
+# 2026-11-28: no step id, checks 1-5 failed). bg_step goes on as soon as
+# the step runs; these are only the limits.
+BG_START=90 BG_TIMEOUT=240
 
 # hang.py: one gloo all_reduce, then rank $STUCK (5) is stuck in a
 # function of its own while the others wait for it in the next all_reduce.
