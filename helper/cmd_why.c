@@ -13,7 +13,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,32 +22,19 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "../common/fd_io.h"
 #include "../common/fr_dump.h"
 #include "../common/json_read.h"
+#include "../common/rank_evidence.h"
 #include "../common/saved_files.h"
 #include "../common/stack_report.h"
 
 /* A record of 131,072 tasks is about 35 MB. */
 #define RECORD_MAX (256u << 20)
-/* A stacks file: the plugin's 256 KiB and its own line. */
-#define STACKS_FILE_MAX ((256u << 10) + 4096)
 /* Ranks a record may name (2,097,152: 80 MB of state here); more is no
  * record of ours. */
 #define TASKS_MAX (1u << 21)
 /* Group lines shown; the rest are counted. */
 #define GROUPS_SHOWN 8
-
-enum rank_state { NOTHING_SAVED, HAS_STACKS, UNANSWERED };
-
-/* Kept small: a record may name 131,072 ranks and more. */
-struct rank_info {
-	enum rank_state state;
-	char *where;		/* HAS_STACKS: its main thread's frame */
-	char *how;		/* how it ended, from its stacks file */
-	char *collective;	/* its newest NCCL collective, or NULL */
-	long long seq;		/* that collective's number; -1: none */
-};
 
 struct why {
 	const char *record_path;
@@ -56,8 +42,7 @@ struct why {
 	struct dt_json *record;
 	const char *step;
 	size_t tasks;
-	struct rank_info *ranks;
-	size_t nstacks, ndumps;
+	struct dt_evidence ev;
 	bool as_root;
 	uid_t owner;
 };
@@ -74,36 +59,12 @@ static void usage(FILE *out)
 		"in this directory. --json prints the same as JSON.\n");
 }
 
-/* The whole of a regular file at PATH, at most MAX bytes, NUL-ended;
- * NULL with errno. Run as root, only the record's owner's files. */
+/* Run as root, only the record's owner's files. */
 static char *read_file(const struct why *w, const char *path, size_t max,
 		       size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	char *buf = NULL;
-	struct stat sb;
-	size_t got = 0;
-
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-	    (w->as_root && sb.st_uid != w->owner)) {
-		errno = EPERM;
-		goto out;
-	}
-	if ((size_t)sb.st_size > max) {
-		errno = EFBIG;
-		goto out;
-	}
-	buf = malloc((size_t)sb.st_size + 1);
-	if (!buf)
-		goto out;
-	got = dt_read_up_to(fd, buf, (size_t)sb.st_size);
-	buf[got] = '\0';
-	*len = got;
-out:
-	close(fd);
-	return buf;
+	return dt_read_file_bounded(path, max, w->as_root ? w->owner :
+				    (uid_t)-1, len);
 }
 
 /* The newest dist-train-*.json in ".", or of JOB ("JOB." prefix) where
@@ -234,70 +195,6 @@ static int load_record(struct why *w)
 	return 0;
 }
 
-/* Its last "dist-train: rank R on NODE ended by HOW" line's HOW, a
- * malloc'd copy, or NULL. */
-static char *ended_how(const char *text)
-{
-	const char *p = text, *found = NULL, *by;
-
-	while ((p = strstr(p, "dist-train: rank "))) {
-		found = p;
-		p++;
-	}
-	if (!found || !(by = strstr(found, " ended by ")))
-		return NULL;
-	return strndup(by + 10, strcspn(by + 10, "\n"));
-}
-
-static void read_saved(struct why *w)
-{
-	static char where[DT_STACK_WHERE_MAX], newest[DT_FR_NEWEST_MAX];
-	struct dt_saved_file *files = NULL;
-	char path[4096 + 256];
-	size_t n = 0;
-
-	if (dt_saved_files(w->dir, w->step, &files, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct rank_info *r;
-		char *text;
-		size_t len;
-
-		if (files[i].rank >= w->tasks)
-			continue;
-		r = &w->ranks[files[i].rank];
-		snprintf(path, sizeof(path), "%s/%s", w->dir, files[i].name);
-		text = read_file(w, path, files[i].kind == DT_SAVED_STACKS ?
-				 STACKS_FILE_MAX : DT_FR_DUMP_MAX, &len);
-		if (!text)
-			continue;
-		if (files[i].kind == DT_SAVED_STACKS) {
-			w->nstacks++;
-			free(r->how);
-			r->how = ended_how(text);
-			/* The first dump: where SIGTERM found it. */
-			r->state = dt_stack_where(text,
-						  dt_stack_first_dump(text, len),
-						  where, sizeof(where)) == 0 ?
-				   HAS_STACKS : UNANSWERED;
-			free(r->where);
-			r->where = r->state == HAS_STACKS ? strdup(where) :
-				   NULL;
-			if (r->state == HAS_STACKS && !r->where)
-				r->state = NOTHING_SAVED;
-		} else if (dt_fr_newest((unsigned char *)text, len, newest,
-					sizeof(newest)) == 0) {
-			w->ndumps++;
-			free(r->collective);
-			r->collective = strdup(newest);
-			r->seq = newest[0] == '#' ?
-				 strtoll(newest + 1, NULL, 10) : -1;
-		}
-		free(text);
-	}
-	dt_saved_files_free(files, n);
-}
-
 /* What Slurm ended the step by, for the record's "ended". */
 static const char *ended_words(const char *ended)
 {
@@ -341,12 +238,12 @@ struct ranks_of {
 };
 
 /* The ranks in STATE into OUT. */
-static void ranks_in(const struct why *w, enum rank_state state,
+static void ranks_in(const struct why *w, enum dt_rank_state state,
 		     struct ranks_of *out)
 {
 	out->n = 0;
 	for (size_t r = 0; r < w->tasks; r++)
-		if (w->ranks[r].state == state)
+		if (w->ev.ranks[r].state == state)
 			out->order[out->n++] = r;
 	dt_rank_ranges(out->order, out->n, out->list, sizeof(out->list));
 }
@@ -373,8 +270,7 @@ static int report(struct why *w, bool json)
 	const char *cause = dt_json_string(w->record, "cause");
 	const char *lost = dt_json_string(w->record, "lost_nodes");
 	const char *never = dt_json_string(w->record, "never_heard");
-	size_t ngroups, waiting = 0;
-	long long newest = -1;
+	size_t ngroups;
 	char words[300];
 	int rc = 1;
 
@@ -382,26 +278,11 @@ static int report(struct why *w, bool json)
 		helper_error("out of memory");
 		goto out;
 	}
-	for (size_t r = 0; r < w->tasks; r++) {
-		if (w->ranks[r].state == HAS_STACKS) {
-			where[r] = w->ranks[r].where;
-			waiting += dt_stack_in_collective(where[r]);
-		}
-		if (w->ranks[r].seq > newest)
-			newest = w->ranks[r].seq;
-	}
+	for (size_t r = 0; r < w->tasks; r++)
+		if (w->ev.ranks[r].state == DT_RANK_HAS_STACKS)
+			where[r] = w->ev.ranks[r].where;
 	ngroups = dt_stack_group(where, w->tasks, order, groups);
-	/* Behind: from the flight recorder, the ranks whose newest
-	 * collective is older than the others'; else, from the stacks,
-	 * those not in torch.distributed while others wait there. */
-	for (size_t r = 0; r < w->tasks; r++) {
-		const struct rank_info *i = &w->ranks[r];
-
-		if (newest >= 0 ? i->seq >= 0 && i->seq < newest :
-		    waiting && i->state == HAS_STACKS &&
-		    !dt_stack_in_collective(i->where))
-			behind.order[behind.n++] = r;
-	}
+	behind.n = dt_evidence_behind(&w->ev, behind.order);
 	dt_rank_ranges(behind.order, behind.n, behind.list,
 		       sizeof(behind.list));
 
@@ -427,9 +308,9 @@ static int report(struct why *w, bool json)
 			       dt_stack_in_collective(groups[g].where) ?
 			       "true" : "false");
 		}
-		ranks_in(w, UNANSWERED, &other);
+		ranks_in(w, DT_RANK_UNANSWERED, &other);
 		printf("], \"unanswered\": \"%s\"", other.list);
-		ranks_in(w, NOTHING_SAVED, &other);
+		ranks_in(w, DT_RANK_NOTHING_SAVED, &other);
 		printf(", \"nothing_saved\": \"%s\", \"behind\": \"%s\", "
 		       "\"lost_nodes\": ", other.list, behind.list);
 		if (lost)
@@ -442,7 +323,7 @@ static int report(struct why *w, bool json)
 		else
 			printf("null");
 		printf(", \"stacks_files\": %zu, \"flight_recorder_dumps\": "
-		       "%zu}\n", w->nstacks, w->ndumps);
+		       "%zu}\n", w->ev.nstacks, w->ev.ndumps);
 		rc = 0;
 		goto out;
 	}
@@ -464,23 +345,23 @@ static int report(struct why *w, bool json)
 	}
 	if (ngroups > GROUPS_SHOWN)
 		printf("  ... %zu more places\n", ngroups - GROUPS_SHOWN);
-	ranks_in(w, UNANSWERED, &other);
+	ranks_in(w, DT_RANK_UNANSWERED, &other);
 	if (other.n)
 		printf("  %s %s: no stacks, ended by %s before %s could "
 		       "write them\n", other.n == 1 ? "rank" : "ranks",
-		       other.list, w->ranks[other.order[0]].how ?
-		       w->ranks[other.order[0]].how : "a signal",
+		       other.list, w->ev.ranks[other.order[0]].how ?
+		       w->ev.ranks[other.order[0]].how : "a signal",
 		       other.n == 1 ? "it" : "they");
-	ranks_in(w, NOTHING_SAVED, &other);
+	ranks_in(w, DT_RANK_NOTHING_SAVED, &other);
 	if (other.n && other.n < w->tasks)
 		printf("  %s %s: nothing saved (they ended by themselves, or "
 		       "ran no Python with the dist-train hook)\n",
 		       other.n == 1 ? "rank" : "ranks", other.list);
-	if (w->ndumps) {
+	if (w->ev.ndumps) {
 		printf("NCCL flight recorder, each rank's newest "
 		       "collective:\n");
 		for (size_t r = 0; r < w->tasks; r++)
-			where[r] = w->ranks[r].collective;
+			where[r] = w->ev.ranks[r].collective;
 		ngroups = dt_stack_group(where, w->tasks, order, groups);
 		for (size_t g = 0; g < ngroups && g < GROUPS_SHOWN; g++) {
 			rank_words(order + groups[g].first, groups[g].count,
@@ -495,11 +376,11 @@ static int report(struct why *w, bool json)
 	if (lost)
 		printf("Lost nodes: %s; never heard from: %s\n", lost,
 		       never ? never : "?");
-	if (!ngroups && !w->ndumps && !w->nstacks)
+	if (!ngroups && !w->ev.ndumps && !w->ev.nstacks)
 		printf("No stacks were saved beside the record (see "
 		       "doc/record.md for when they are)\n");
 	printf("Files: %s (%zu stacks, %zu flight recorder dumps)\n", w->dir,
-	       w->nstacks, w->ndumps);
+	       w->ev.nstacks, w->ev.ndumps);
 	rc = 0;
 out:
 	free(where);
@@ -540,22 +421,14 @@ int cmd_why(int argc, char **argv)
 	w.record_path = path;
 	if (become_owner(&w) < 0 || load_record(&w) < 0)
 		goto out;
-	w.ranks = calloc(w.tasks + 1, sizeof(*w.ranks));
-	if (!w.ranks) {
+	if (dt_evidence_read(&w.ev, w.dir, w.step, w.tasks, w.as_root ?
+			     w.owner : (uid_t)-1, 0) < 0) {
 		helper_error("out of memory");
 		goto out;
 	}
-	for (size_t r = 0; r < w.tasks; r++)
-		w.ranks[r].seq = -1;
-	read_saved(&w);
 	rc = report(&w, json);
 out:
-	for (size_t r = 0; w.ranks && r < w.tasks; r++) {
-		free(w.ranks[r].where);
-		free(w.ranks[r].how);
-		free(w.ranks[r].collective);
-	}
-	free(w.ranks);
+	dt_evidence_free(&w.ev);
 	dt_json_free(w.record);
 	return rc;
 }

@@ -29,7 +29,9 @@
 #include "plugin.h"
 #include "../common/exit_tally.h"
 #include "../common/fd_io.h"
+#include "../common/rank_evidence.h"
 #include "../common/saved_files.h"
+#include "../common/stack_report.h"
 #include "../common/hostlist.h"
 #include "../common/net.h"
 #include "../common/store_guard.h"
@@ -669,6 +671,56 @@ static void write_record(char *path, size_t len, size_t *saved_count)
 	free(json);
 }
 
+/* What srun reads of the ranks' saved files as it ends; past it, the
+ * ranks behind are left to dist-train why. */
+#define BEHIND_READ_MAX (64u << 20)
+
+/*
+ * The ranks that were behind, from their stacks and NCCL dumps beside the
+ * record (common/rank_evidence.h): where a collective timed out, the
+ * cause, where the rank srun named first may only have been the first to
+ * give up waiting for them.
+ */
+static void say_behind(void)
+{
+	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
+	const struct dt_rank_evidence *first;
+	struct dt_evidence ev;
+	size_t *order = NULL, n;
+	char list[256];
+
+	/* The user's own files: in a shared folder, another's file of
+	 * the same name is not believed. */
+	if (dt_evidence_read(&ev, dir, watch.step_text, watch.tally.tasks,
+			     getuid(), BEHIND_READ_MAX) < 0 || ev.partial)
+		goto out;
+	order = calloc(ev.tasks + 1, sizeof(*order));
+	if (!order)
+		goto out;
+	n = dt_evidence_behind(&ev, order);
+	if (!n)
+		goto out;
+	dt_rank_ranges(order, n, list, sizeof(list));
+	first = &ev.ranks[order[0]];
+	if (first->collective)
+		dt_log_info("%s %s %s behind: rank %zu's newest NCCL "
+			    "collective was %s, older than the others'; see "
+			    "each rank's with '" DT_NAME " why %s'",
+			    n == 1 ? "rank" : "ranks", list,
+			    n == 1 ? "was" : "were", order[0],
+			    first->collective, watch.step_text);
+	else
+		dt_log_info("%s %s %s behind: rank %zu was at %s, not in the "
+			    "collective the others waited in; see each rank's "
+			    "stacks with '" DT_NAME " why %s'",
+			    n == 1 ? "rank" : "ranks", list,
+			    n == 1 ? "was" : "were", order[0], first->where,
+			    watch.step_text);
+out:
+	free(order);
+	dt_evidence_free(&ev);
+}
+
 void watch_finish(void)
 {
 	char path[DT_HELPER_PATH_MAX + 64];
@@ -692,6 +744,8 @@ void watch_finish(void)
 			size_t saved;
 
 			write_record(path, sizeof(path), &saved);
+			if (saved)
+				say_behind();
 			if (path[0] && saved)
 				/* message: not a problem (where the record is) */
 				dt_log_info("what happened to each task is in "

@@ -187,8 +187,9 @@ check "scancel of the job: srun says Slurm stopped it, blames no task, records \
 	      ! grep -q "failed first" "$ERR" &&
 	      grep -q "\"ended\": \"cancelled\"" "$JOBS/dist-train-$step_now.json" &&
 	      record_valid "$JOBS/dist-train-$step_now.json"' || show_output
-check "... after the job, dist-train why $step_now: rank 0 behind in its own frame, 1-2 in the collective, 3 killed unanswered; the record lists the stacks, and srun points to why" \
+check "... after the job, dist-train why $step_now: rank 0 behind in its own frame, 1-2 in the collective, 3 killed unanswered; the record lists the stacks, and srun names rank 0 as behind and points to why" \
 	eval 'why_says "$step_now" && saved_listed "$step_now" &&
+	      grep -q "dist-train: rank 0 was behind: rank 0 was at .*/end\.py:[0-9]* in behind, not in the collective the others waited in; see each rank.s stacks with .dist-train why $step_now.$" "$ERR" &&
 	      grep -q "what happened to each task is in .*; .dist-train why $step_now. shows where each rank stood" "$ERR"' || show_why
 
 # Its time limit: Slurm ends the job (slurmctld looks every 30 s or so).

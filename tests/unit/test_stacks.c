@@ -1,15 +1,18 @@
 /* dist-train stacks: where each rank is, and the ranks grouped by it. */
 #include "config.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "unit.h"
 #include "../../common/fr_dump.h"
 #include "../../common/json_read.h"
+#include "../../common/rank_evidence.h"
 #include "../../common/saved_files.h"
 #include "../../common/stack_report.h"
 #include "fr_dumps.h"
@@ -447,6 +450,120 @@ static void test_first_dump(void)
 	CU_ASSERT_EQUAL(dt_stack_first_dump("", 0), 0);
 }
 
+/* TEXT into DIR's file NAME. */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * What srun and dist-train why read of a step's saved files: rank 0 in
+ * its own frame while 1 and 2 wait in all_reduce, rank 3 killed before it
+ * wrote, rank 4 nothing saved: rank 0 is behind. A budget too small
+ * leaves the evidence partial.
+ */
+static void test_evidence_behind(void)
+{
+	static const char behind[] =
+		"dist-train: the stacks of rank 0 (pid 1) when SIGTERM came\n"
+		"Current thread 0x1 (most recent call first):\n"
+		"  File \"/jobs/end.py\", line 15 in behind\n"
+		"dist-train: rank 0 on n1 ended by signal 15 (SIGTERM)\n";
+	static const char waiting[] =
+		"Current thread 0x1 (most recent call first):\n"
+		"  File \"/usr/lib/python3/dist-packages/torch/distributed/"
+		"distributed_c10d.py\", line 2501 in all_reduce\n"
+		"  File \"/jobs/end.py\", line 20 in <module>\n";
+	char dir[] = "/tmp/dt-evidence-XXXXXX", path[256];
+	struct dt_evidence ev;
+	size_t order[6];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	put_file(dir, "dist-train-7.0.stacks-rank-0", behind);
+	put_file(dir, "dist-train-7.0.stacks-rank-1", waiting);
+	put_file(dir, "dist-train-7.0.stacks-rank-2", waiting);
+	put_file(dir, "dist-train-7.0.stacks-rank-3",
+		 "dist-train: rank 3 on n2 ended by signal 9 (SIGKILL)\n");
+	CU_ASSERT_EQUAL_FATAL(dt_evidence_read(&ev, dir, "7.0", 5, (uid_t)-1,
+					       0), 0);
+	CU_ASSERT_FALSE(ev.partial);
+	CU_ASSERT_EQUAL(ev.nstacks, 4);
+	CU_ASSERT_EQUAL(ev.ranks[0].state, DT_RANK_HAS_STACKS);
+	CU_ASSERT_STRING_EQUAL(ev.ranks[0].where, "/jobs/end.py:15 in behind");
+	CU_ASSERT_STRING_EQUAL(ev.ranks[0].how, "signal 15 (SIGTERM)");
+	CU_ASSERT_EQUAL(ev.ranks[3].state, DT_RANK_UNANSWERED);
+	CU_ASSERT_EQUAL(ev.ranks[4].state, DT_RANK_NOTHING_SAVED);
+	CU_ASSERT_EQUAL_FATAL(dt_evidence_behind(&ev, order), 1);
+	CU_ASSERT_EQUAL(order[0], 0);
+	/* The flight recorder, where there is one, decides: none here. */
+	CU_ASSERT_EQUAL(ev.ranks[1].seq, -1);
+	dt_evidence_free(&ev);
+
+	/* Another owner's files are not read; nor past the budget. */
+	CU_ASSERT_EQUAL(dt_evidence_read(&ev, dir, "7.0", 5, getuid() + 1, 0),
+			0);
+	CU_ASSERT_EQUAL(ev.nstacks, 0);
+	dt_evidence_free(&ev);
+	CU_ASSERT_EQUAL(dt_evidence_read(&ev, dir, "7.0", 5, (uid_t)-1, 100),
+			0);
+	CU_ASSERT_TRUE(ev.partial);
+	dt_evidence_free(&ev);
+
+	/* Nobody waits in a collective: nobody is behind. */
+	put_file(dir, "dist-train-7.0.stacks-rank-1", behind);
+	put_file(dir, "dist-train-7.0.stacks-rank-2", behind);
+	CU_ASSERT_EQUAL(dt_evidence_read(&ev, dir, "7.0", 5, (uid_t)-1, 0), 0);
+	CU_ASSERT_EQUAL(dt_evidence_behind(&ev, order), 0);
+	dt_evidence_free(&ev);
+
+	for (int r = 0; r < 4; r++) {
+		snprintf(path, sizeof(path), "%s/dist-train-7.0.stacks-rank-%d",
+			 dir, r);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+/* Only a regular file, not through a link, at most MAX bytes. */
+static void test_read_file_bounded(void)
+{
+	char dir[] = "/tmp/dt-bounded-XXXXXX", path[256], link_path[256];
+	size_t len = 0;
+	char *text;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	put_file(dir, "f", "twelve bytes");
+	snprintf(path, sizeof(path), "%s/f", dir);
+	text = dt_read_file_bounded(path, 12, (uid_t)-1, &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	CU_ASSERT(len == 12 && !strcmp(text, "twelve bytes"));
+	free(text);
+	errno = 0;
+	CU_ASSERT_PTR_NULL(dt_read_file_bounded(path, 11, (uid_t)-1, &len));
+	CU_ASSERT_EQUAL(errno, EFBIG);
+	CU_ASSERT_PTR_NULL(dt_read_file_bounded(path, 12, getuid() + 1, &len));
+	CU_ASSERT_EQUAL(errno, EPERM);
+	snprintf(link_path, sizeof(link_path), "%s/link", dir);
+	CU_ASSERT_EQUAL_FATAL(symlink(path, link_path), 0);
+	CU_ASSERT_PTR_NULL(dt_read_file_bounded(link_path, 100, (uid_t)-1,
+						&len));
+	unlink(link_path);
+	snprintf(link_path, sizeof(link_path), "%s/fifo", dir);
+	CU_ASSERT_EQUAL_FATAL(mkfifo(link_path, 0600), 0);
+	CU_ASSERT_PTR_NULL(dt_read_file_bounded(link_path, 100, (uid_t)-1,
+						&len));
+	unlink(link_path);
+	unlink(path);
+	rmdir(dir);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_where_main_thread),
 	UNIT_TEST(test_where_last_dump),
@@ -463,6 +580,8 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_json_record),
 	UNIT_TEST(test_json_refused),
 	UNIT_TEST(test_saved_files),
+	UNIT_TEST(test_evidence_behind),
+	UNIT_TEST(test_read_file_bounded),
 };
 
 UNIT_MAIN("stacks", tests)
