@@ -139,8 +139,13 @@ static void print_table(const struct dt_machine *m, const struct dt_plan *p,
 	       m->ncores == 1 ? "" : "s", m->ngpus, dt_gpu_vendor_name(m),
 	       m->ngpus ? " " : "", m->ngpus == 1 ? "" : "s",
 	       m->nnics, m->nnics == 1 ? "" : "s");
-	printf("binding: %s, %u task%s\n\n", dt_bind_mode_name(p->mode),
+	printf("binding: %s, %u task%s\n", dt_bind_mode_name(p->mode),
 	       p->ntasks, p->ntasks == 1 ? "" : "s");
+	/* Which variable says each task's GPU: the vendor's own. */
+	if (m->ngpus && p->mode == DT_BIND_GPU)
+		printf("each task's GPU: DIST_TRAIN_GPU_ORDINAL, or %s alone "
+		       "with visible-gpus=own\n", dt_gpu_visible_name(m));
+	putchar('\n');
 	printf("%-10s %-3s %-12s %-4s %-20s %s\n", "LOCAL_RANK", "GPU",
 	       "PCI_BUS_ID", "NUMA", "CPUS", "NIC");
 	for (unsigned r = 0; r < p->ntasks; r++) {

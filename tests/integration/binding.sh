@@ -8,7 +8,7 @@
 # No gpu GRES: with one, Slurm sets SLURM_STEP_GPUS itself (24.11 unsets
 # a user's), and the GPU list test below hands the step its own.
 DT_CLUSTER_GPUS=0 cluster_start
-plan 26
+plan 27
 
 # A cache of this cluster's own, empty at first: the first step below
 # writes it, every later one reads it.
@@ -167,6 +167,10 @@ check "AMD MI250X, the whole node: local rank i gets GCD i, ordered as ROCm numb
 	eval '[ "$(count_lines "^AFF lr=0 .* gpu=0000:c1:00.0 ordinal=0 visible=unset order=unset rocr=unset ")" = 2 ] &&
 	      [ "$(count_lines "^AFF lr=4 .* gpu=0000:d1:00.0 ordinal=4 ")" = 2 ] &&
 	      [ "$(count_lines "^AFF lr=7 .* gpu=0000:de:00.0 ordinal=7 ")" = 2 ]' || show_output
+"$TOP_BUILDDIR/helper/dist-train" plan --topology "$ADMIN/mi250x.xml" > "$OUT" 2> "$ERR"
+check "dist-train plan on the MI250X file names the vendor and its variable" \
+	eval 'sed -n 1p "$OUT" | grep -q ", 8 AMD GPUs, " &&
+	      sed -n 3p "$OUT" | grep -qx "each task.s GPU: DIST_TRAIN_GPU_ORDINAL, or ROCR_VISIBLE_DEVICES alone with visible-gpus=own"' || show_output
 job srun -N1 --ntasks-per-node=1 --dist-train=torchrun,verbose true
 check "AMD MI250X, torchrun mode: one worker per GCD" \
 	grep -q "^dist-train: rank 0 on n[0-9]*: .*PET_NPROC_PER_NODE=8 " "$ERR" || show_output
