@@ -16,6 +16,8 @@ PACKAGES=(
 	python3 python3-torch
 	# the step records' schema check (tests/integration/lib.sh)
 	python3-jsonschema
+	# tests/rpm-spec.sh reads the RPM spec as rpmbuild does
+	rpm
 	# tests/integration/frameworks.sh: an MPI program under --dist-train
 	python3-mpi4py
 	# tests/integration/containers.sh: Slurm's OCI containers (srun
