@@ -333,7 +333,8 @@ static bool load(char *why, size_t len)
 
 /*
  * The step's GPUs on this node: Slurm's list where it gave one (a task
- * Slurm bound to one GPU sees only that one), else those CUDA sees.
+ * Slurm bound to one GPU sees only that one), else those the runtime
+ * sees.
  */
 static int step_gpus_here(int visible)
 {
