@@ -61,7 +61,7 @@ static char *ended_how(const char *text)
 static void take_stacks(struct dt_evidence *ev, struct dt_rank_evidence *r,
 			const char *text, size_t len)
 {
-	static char where[DT_STACK_WHERE_MAX];
+	char where[DT_STACK_WHERE_MAX];
 
 	ev->nstacks++;
 	free(r->how);
@@ -79,7 +79,7 @@ static void take_stacks(struct dt_evidence *ev, struct dt_rank_evidence *r,
 static void take_dump(struct dt_evidence *ev, struct dt_rank_evidence *r,
 		      const char *text, size_t len)
 {
-	static char newest[DT_FR_NEWEST_MAX];
+	char newest[DT_FR_NEWEST_MAX];
 
 	if (dt_fr_newest((const unsigned char *)text, len, newest,
 			 sizeof(newest)) < 0)
@@ -94,10 +94,9 @@ int dt_evidence_read(struct dt_evidence *ev, const char *dir,
 		     const char *step, size_t tasks, uid_t owner,
 		     size_t budget)
 {
-	size_t spent = 0;
 	struct dt_saved_file *files = NULL;
 	char path[4096 + 256];
-	size_t n = 0;
+	size_t n = 0, spent = 0;
 
 	memset(ev, 0, sizeof(*ev));
 	ev->ranks = calloc(tasks + 1, sizeof(*ev->ranks));
@@ -110,22 +109,28 @@ int dt_evidence_read(struct dt_evidence *ev, const char *dir,
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		bool stacks = files[i].kind == DT_SAVED_STACKS;
+		size_t max = stacks ? DT_STACKS_FILE_MAX : DT_FR_DUMP_MAX;
+		bool cut = false;
 		char *text;
 		size_t len = 0;
 
 		if (files[i].rank >= tasks)
 			continue;
+		/* What is left of the budget bounds this file too, before
+		 * it is read. */
+		if (budget && budget - spent < max) {
+			max = budget - spent;
+			cut = true;
+		}
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i].name);
-		text = dt_read_file_bounded(path, stacks ? DT_STACKS_FILE_MAX :
-					    DT_FR_DUMP_MAX, owner, &len);
-		if (!text)
-			continue;
-		spent += len;
-		if (budget && spent > budget) {
-			free(text);
+		text = dt_read_file_bounded(path, max, owner, &len);
+		if (!text && cut && errno == EFBIG) {
 			ev->partial = true;
 			break;
 		}
+		if (!text)
+			continue;
+		spent += len;
 		if (stacks)
 			take_stacks(ev, &ev->ranks[files[i].rank], text, len);
 		else
