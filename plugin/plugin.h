@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -138,12 +139,17 @@ struct plugin_state *plugin_state(void);
 /*
  * This node's name as Slurm calls it, for messages from slurmstepd and the
  * tasks, which srun 26.05 shows with a time stamp instead of the node's
- * name: SLURMD_NODENAME in ENVP (a task's), else the host's name.
+ * name, and for topology='s %n. slurmstepd's own SLURMD_NODENAME first:
+ * slurmstepd sets it from its configuration, while ENVP's (the step's) is
+ * srun's until each task's is set, which in a batch script is the batch
+ * host's. Else ENVP's, else the host's name.
  */
 static inline void plugin_node_name(char *const *envp, char *buf, size_t len)
 {
-	const char *name = envp ? dt_envp_get(envp, "SLURMD_NODENAME") : NULL;
+	const char *name = getenv("SLURMD_NODENAME");
 
+	if (!name || !*name)
+		name = envp ? dt_envp_get(envp, "SLURMD_NODENAME") : NULL;
 	if (name && *name && strlen(name) < len) {
 		memcpy(buf, name, strlen(name) + 1);
 		return;

@@ -185,8 +185,10 @@ for n in n3 n4; do
 	admin_file "node-$n.xml" 0644 < "$TOP_SRCDIR/tests/topologies/power8gpudistances.xml"
 done
 set_plugin_args topology="$ADMIN/node-%n.xml"
-job srun -N4 --ntasks-per-node=4 --exclusive --dist-train=verbose ./aff.sh
-check "AMD and NVIDIA nodes in one step (topology=.../node-%n.xml): each node's tasks get its own vendor's GPUs, in its runtime's order" \
+# SLURMD_NODENAME=n1 in srun's environment, as in a batch script on n1:
+# each node still reads its own file.
+job env SLURMD_NODENAME=n1 srun -N4 --ntasks-per-node=4 --exclusive --dist-train=verbose ./aff.sh
+check "AMD and NVIDIA nodes in one step (topology=.../node-%n.xml, srun run where SLURMD_NODENAME is n1's): each node's tasks get its own vendor's GPUs, in its runtime's order" \
 	eval '[ "$(count_lines "^AFF lr=[0-3] host=n[12] .* gpu=0000:[c-d][0-9a-f]:00\.0 ordinal=[0-3] visible=unset order=unset ")" = 8 ] &&
 	      [ "$(count_lines "^AFF lr=0 host=n[12] .* gpu=0000:c1:00\.0 ordinal=0 ")" = 2 ] &&
 	      [ "$(count_lines "^AFF lr=[0-3] host=n[34] .* gpu=000[2-9a-b]:01:00\.0 ordinal=[0-3] visible=unset order=PCI_BUS_ID ")" = 8 ] &&
