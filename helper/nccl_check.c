@@ -283,7 +283,12 @@ static bool try_vendor(const struct dt_gpu_vendor *v, char *why, size_t len)
 		rt = coll;
 	for (int i = 0; !rt && i < DT_GPU_LIBS && v->runtime.libs[i]; i++)
 		rt = dlopen(v->runtime.libs[i], DLOPEN_FLAGS);
-	if (!rt)
+	if (!rt && access(v->runtime.device_node, F_OK) == 0)
+		/* The vendor's driver is loaded: a GPU node without it. */
+		snprintf(why, len, "no %s (%s) on this %s GPU node: ask your "
+			 "administrator to install %s", v->runtime.name,
+			 v->runtime.libs[0], v->name, v->runtime.install);
+	else if (!rt)
 		snprintf(why, len, "no %s (%s): run the step on GPU nodes, or "
 			 "ask your administrator to install %s",
 			 v->runtime.name, v->runtime.libs[0],
