@@ -211,6 +211,13 @@ static int push_socket_ifname(struct dt_env *out,
 	return rc;
 }
 
+bool dt_train_env_per_task(const char *name)
+{
+	/* What dt_train_env derives from req->rank and req->local_rank. */
+	return !strcmp(name, "RANK") || !strcmp(name, "LOCAL_RANK") ||
+	       !strcmp(name, "ROLE_RANK");
+}
+
 int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		 char *err, size_t errlen)
 {

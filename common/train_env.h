@@ -59,6 +59,10 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 
 void dt_env_free(struct dt_env *env);
 
+/* Whether dt_train_env gives NAME a value of each task's own (RANK, ...)
+ * rather than one that all the tasks of a node share. */
+bool dt_train_env_per_task(const char *name);
+
 /* A torchrun agent, one per node, configured through torchrun's PET_*. */
 struct dt_torchrun_request {
 	const struct dt_layout *layout;

@@ -33,6 +33,7 @@
 
 #include "../common/envp.h"
 #include "../common/layout.h"
+#include "../common/node_env.h"
 #include "../common/port.h"
 #include "../common/secret.h"
 #include "../common/settings.h"
@@ -101,6 +102,9 @@ struct plugin_state {
 	/* The node's whole machine from its cache, read in post_opt. */
 	bool have_whole;
 	struct dt_machine whole;
+	/* What user_init set in the step's environment for all the node's
+	 * tasks (common/node_env.h); empty where each task sets it all. */
+	struct dt_node_env node_env;
 
 	/* What each part took (ms), for verbose and tests/bench/launch.sh:
 	 * srun's callbacks, this node's user_init and its topology. */
@@ -199,6 +203,13 @@ void watch_finish(void);
 
 /* task.c */
 int task_init(spank_t sp);
+/* What dt_train_env gives the task RANK, LOCAL_RANK of the step STEP_ID
+ * ("JOBID.STEPID") on this node, whose environment GETENV/ARG reads; 0,
+ * or -1 with ERR. */
+int task_train_env(const struct plugin_state *st, uint32_t rank,
+		   uint32_t local_rank, const char *step_id,
+		   dt_getenv_fn getenv, void *arg, struct dt_env *env,
+		   char *err, size_t errlen);
 
 /* torchrun.c: a torchrun agent's environment; 0, or -1 with ERR. */
 int torchrun_task_env(const struct plugin_state *st, char **envp,

@@ -26,6 +26,7 @@
 #include "../common/machine_cache.h"
 #include "../common/machine_cache_file.h"
 #include "../common/netif.h"
+#include "../common/python_hook.h"
 
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
@@ -193,6 +194,47 @@ static void find_socket_ifname(struct plugin_state *st)
 }
 
 /*
+ * What every task of the node gets alike, set once in the step's
+ * environment, which each task inherits, instead of by every task
+ * (common/node_env.h). Not where the tasks meet at the start barrier
+ * first (the helper and PMIx make their environment from the task's), nor
+ * in torchrun mode, nor where rank 0's node comes from the hostfile: each
+ * task sets it all there, as before. ENV: the step's environment, not to
+ * be read once anything is set.
+ */
+static void set_node_env(spank_t sp, struct plugin_state *st,
+			 uint32_t first_rank, char **env)
+{
+	const char *mpi = dt_envp_get(env, "SLURM_MPI_TYPE");
+	struct dt_env task = { 0 };
+	char step_id[32], err[256];
+
+	if (st->step.torchrun || st->step.check || st->step.nccl ||
+	    !st->layout.master_addr ||
+	    (st->step.use_pmix && mpi && !strncmp(mpi, "pmix", 4)))
+		return;
+	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
+	/* The node's first task's, less what is each task's own. */
+	if (task_train_env(st, first_rank, 0, step_id, dt_envp_getenv, env,
+			   &task, err, sizeof(err)) < 0 ||
+	    dt_python_hook(st->step.worker_lib, NULL,
+			   dt_envp_get(env, "PYTHONPATH"), &task) < 0 ||
+	    dt_node_env_from(&task, dt_envp_getenv, env, &st->node_env) < 0)
+		goto out;
+	for (size_t i = 0; i < st->node_env.set.count;) {
+		const struct dt_env_entry *e = &st->node_env.set.entries[i];
+
+		/* Not set here: each task sets it. */
+		if (spank_setenv(sp, e->name, e->value, 1) != ESPANK_SUCCESS)
+			dt_node_env_drop(&st->node_env, i);
+		else
+			i++;
+	}
+out:
+	dt_env_free(&task);
+}
+
+/*
  * Whether the user asked for the environment with a --dist-train that is
  * not "off", judged without the site's settings (they may be broken).
  */
@@ -308,6 +350,8 @@ int slurmstepd_user_init(spank_t sp)
 	find_socket_ifname(st);
 	load_machine(sp, st);
 	report_setup(sp, st, env);
+	set_node_env(sp, st, step.first_global_id, env);
+	env = NULL;
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:
@@ -362,6 +406,7 @@ void slurmstepd_exit(void)
 	dt_layout_free(&st->layout);
 	dt_machine_free(&st->machine);
 	dt_machine_free(&st->whole);
+	dt_node_env_free(&st->node_env);
 	exit_stacks_close(st);
 	free(st->distribution);
 	st->distribution = NULL;

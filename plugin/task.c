@@ -66,7 +66,14 @@ static int apply(spank_t sp, const struct dt_env *env)
 	for (size_t i = 0; i < env->count; i++) {
 		const struct dt_env_entry *e = &env->entries[i];
 		spank_err_t rc = ESPANK_SUCCESS;
+		char **envp = NULL;
 
+		/* What the node set for all its tasks (slurmstepd.c) is there
+		 * already: each spank_setenv costs, so only changes are made.
+		 * Asked each time: a spank_setenv may move the array. */
+		if (spank_get_item(sp, S_JOB_ENV, &envp) == ESPANK_SUCCESS &&
+		    !dt_env_entry_changes(e, dt_envp_getenv, envp))
+			continue;
 		if (e->action == DT_ENV_SET)
 			rc = spank_setenv(sp, e->name, e->value, 1);
 		else if (e->action == DT_ENV_UNSET)
@@ -78,6 +85,42 @@ static int apply(spank_t sp, const struct dt_env *env)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Before the start barrier, whose environment the helper or PMIx make
+ * from the task's: what the node set for all its tasks goes back to what
+ * it was, as if it had never been set. 0, or -1 (told).
+ */
+static int undo_node_env(spank_t sp, struct plugin_state *st)
+{
+	const struct dt_env *set = &st->node_env.set, *was = &st->node_env.was;
+
+	for (size_t i = 0; i < set->count; i++) {
+		const struct dt_env_entry *b = &was->entries[i];
+		spank_err_t rc;
+		char **envp = NULL;
+		const char *now;
+
+		if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
+			envp = NULL;
+		now = dt_envp_get(envp, b->name);
+		/* Changed since by Slurm or another plugin: that stands. */
+		if (!now || strcmp(now, set->entries[i].value))
+			continue;
+		rc = b->action == DT_ENV_SET ?
+		     spank_setenv(sp, b->name, b->value, 1) :
+		     spank_unsetenv(sp, b->name);
+		if (rc != ESPANK_SUCCESS) {
+			task_error("cannot set %s (%s): rerun the step, and "
+				   "report it to your administrator if it "
+				   "recurs", b->name, spank_strerror(rc));
+			return -1;
+		}
+	}
+	/* This task's copy: nothing the node set is left to read past. */
+	dt_node_env_free(&st->node_env);
 	return 0;
 }
 
@@ -272,11 +315,40 @@ static int store_port_from(struct plugin_state *st, const struct dt_env *met,
 	return 0;
 }
 
+/* The task's environment ENVP, as it was before the node's part. */
+static void node_view(struct dt_node_env_view *view,
+		      const struct plugin_state *st, char **envp)
+{
+	view->node = &st->node_env;
+	view->getenv = dt_envp_getenv;
+	view->arg = envp;
+}
+
+int task_train_env(const struct plugin_state *st, uint32_t rank,
+		   uint32_t local_rank, const char *step_id,
+		   dt_getenv_fn getenv, void *arg, struct dt_env *env,
+		   char *err, size_t errlen)
+{
+	struct dt_env_request req;
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &st->layout;
+	req.rank = rank;
+	req.local_rank = local_rank;
+	req.ports = &st->ports;
+	req.cpus_per_task = st->cpus_per_task;
+	req.step_id = step_id;
+	req.getenv = getenv;
+	req.getenv_arg = arg;
+	req.socket_ifname = st->socket_ifname[0] ? st->socket_ifname : NULL;
+	return dt_train_env(&req, env, err, errlen);
+}
+
 int task_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_env env = { 0 };
-	struct dt_env_request req;
+	struct dt_node_env_view view;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
 	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
 	char *line = NULL, *peers = NULL;
@@ -372,11 +444,19 @@ int task_init(spank_t sp)
 		}
 		goto set;
 	}
-	met = needs_barrier(&st->step, envp) ?
-		meet_at_barrier(sp, st, envp, rank, local_rank, secret, step_id,
-				hostfile_host, &env, &store_fd, notes,
-				sizeof(notes), &helper_ms, err, sizeof(err)) :
-		1;
+	met = 1;
+	if (needs_barrier(&st->step, envp)) {
+		/* PMIx that slurmstepd could not foresee (an MpiDefault that
+		 * srun did not export): the node's part goes first. */
+		if (st->node_env.set.count &&
+		    (undo_node_env(sp, st) < 0 ||
+		     spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS))
+			goto out;
+		met = meet_at_barrier(sp, st, envp, rank, local_rank, secret,
+				      step_id, hostfile_host, &env, &store_fd,
+				      notes, sizeof(notes), &helper_ms, err,
+				      sizeof(err));
+	}
 	if (met < 0)
 		goto fail;
 	if (met == 0)
@@ -389,17 +469,10 @@ int task_init(spank_t sp)
 		goto fail;
 	}
 
-	memset(&req, 0, sizeof(req));
-	req.layout = &st->layout;
-	req.rank = rank;
-	req.local_rank = (uint32_t)local_rank;
-	req.ports = &st->ports;
-	req.cpus_per_task = st->cpus_per_task;
-	req.step_id = step_id;
-	req.getenv = dt_envp_getenv;
-	req.getenv_arg = envp;
-	req.socket_ifname = st->socket_ifname[0] ? st->socket_ifname : NULL;
-	if (dt_train_env(&req, &env, err, sizeof(err)) < 0)
+	node_view(&view, st, envp);
+	if (task_train_env(st, rank, (uint32_t)local_rank, step_id,
+			   dt_node_env_getenv, &view, &env, err,
+			   sizeof(err)) < 0)
 		goto fail;
 apply:
 	if (dt_bind_task(st->have_machine ? &st->machine : NULL,
@@ -416,8 +489,9 @@ apply:
 	}
 set:
 	/* torch's store: see common/python_hook.h. */
+	node_view(&view, st, envp);
 	hook = dt_python_hook(st->step.worker_lib, NULL,
-			      dt_envp_get(envp, "PYTHONPATH"), &env);
+			      dt_node_env_getenv("PYTHONPATH", &view), &env);
 	if (hook < 0 || exit_stacks_task(sp, st, &env) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;

@@ -1,10 +1,14 @@
 /* The environment each task gets. */
 #include "config.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
 #include "../../common/envp.h"
+#include "../../common/node_env.h"
 #include "../../common/train_env.h"
 
 static struct dt_layout layout = {
@@ -369,6 +373,238 @@ static void test_prepend(void)
 	dt_env_free(&env);
 }
 
+/* A layout of four tasks a node: what the node sets once is theirs. */
+static struct dt_layout node_layout = {
+	.source = DT_RANKS_FROM_SLURM,
+	.node_rank = 1, .num_nodes = 2, .world_size = 8, .local_size = 4,
+	.max_local_size = 4, .master_addr = "n1", .nodes = "n1,n2",
+};
+
+static struct dt_env compute_via(uint32_t rank, uint32_t local_rank,
+				 dt_getenv_fn getenv, void *arg)
+{
+	struct dt_env_request req;
+	struct dt_env env = { 0 };
+
+	memset(&req, 0, sizeof(req));
+	req.layout = &node_layout;
+	req.rank = rank;
+	req.local_rank = local_rank;
+	req.ports = &ports;
+	req.cpus_per_task = 4;
+	req.step_id = "42.3";
+	req.socket_ifname = "=eth0";
+	req.getenv = getenv;
+	req.getenv_arg = arg;
+	CU_ASSERT_EQUAL_FATAL(dt_train_env(&req, &env, NULL, 0), 0);
+	return env;
+}
+
+static bool same_entries(const struct dt_env *a, const struct dt_env *b)
+{
+	if (a->count != b->count)
+		return false;
+	for (size_t i = 0; i < a->count; i++) {
+		const struct dt_env_entry *x = &a->entries[i], *y = &b->entries[i];
+
+		if (strcmp(x->name, y->name) || x->action != y->action ||
+		    (!x->value) != (!y->value) ||
+		    (x->value && strcmp(x->value, y->value)))
+			return false;
+	}
+	return true;
+}
+
+/* An environment array made of ENVP with ENV's changes made, as
+ * spank_setenv and spank_unsetenv would; only the changes that
+ * dt_env_entry_changes asks for are made. Freed by free_envp. */
+static char **changed(char *const *envp, const struct dt_env *env)
+{
+	char **out = calloc(128, sizeof(*out));
+	size_t n = 0;
+
+	for (; envp[n]; n++)
+		out[n] = strdup(envp[n]);
+	for (size_t i = 0; i < env->count; i++) {
+		const struct dt_env_entry *e = &env->entries[i];
+		size_t len = strlen(e->name), j;
+
+		if (!dt_env_entry_changes(e, dt_envp_getenv, out))
+			continue;
+		for (j = 0; j < n; j++)
+			if (!strncmp(out[j], e->name, len) &&
+			    out[j][len] == '=')
+				break;
+		if (j < n) {
+			free(out[j]);
+			memmove(&out[j], &out[j + 1], (n - j) * sizeof(*out));
+			n--;
+		}
+		if (e->action == DT_ENV_SET) {
+			out[n] = malloc(len + strlen(e->value) + 2);
+			sprintf(out[n++], "%s=%s", e->name, e->value);
+		}
+	}
+	out[n] = NULL;
+	return out;
+}
+
+static void free_envp(char **envp)
+{
+	for (size_t i = 0; envp[i]; i++)
+		free(envp[i]);
+	free(envp);
+}
+
+/* Whether two environment arrays hold the same variables. */
+static bool same_envp(char *const *a, char *const *b)
+{
+	size_t na = 0, nb = 0;
+
+	for (; a[na]; na++) {
+		const char *eq = strchr(a[na], '=');
+		char name[64];
+		const char *v;
+
+		if (!eq)
+			return false;
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - a[na]), a[na]);
+		v = dt_envp_get(b, name);
+		if (!v || strcmp(v, eq + 1))
+			return false;
+	}
+	while (b[nb])
+		nb++;
+	return na == nb;
+}
+
+/* Every variable but the task's own ranks is the same for each task of
+ * a node: what slurmstepd sets once for all of them. */
+static void test_node_part_is_shared(void)
+{
+	char *envp[] = { "PYTHONPATH=/u", NULL };
+	struct dt_env a = compute_via(4, 0, dt_envp_getenv, envp);
+	struct dt_env b = compute_via(7, 3, dt_envp_getenv, envp);
+
+	CU_ASSERT_EQUAL_FATAL(a.count, b.count);
+	for (size_t i = 0; i < a.count; i++) {
+		const struct dt_env_entry *x = &a.entries[i], *y = &b.entries[i];
+
+		CU_ASSERT_STRING_EQUAL(x->name, y->name);
+		if (dt_train_env_per_task(x->name)) {
+			CU_ASSERT_STRING_NOT_EQUAL(x->value, y->value);
+		} else if (x->value && y->value) {
+			CU_ASSERT_STRING_EQUAL(x->value, y->value);
+		}
+	}
+	CU_ASSERT_TRUE(dt_train_env_per_task("RANK"));
+	CU_ASSERT_FALSE(dt_train_env_per_task("WORLD_SIZE"));
+	dt_env_free(&a);
+	dt_env_free(&b);
+}
+
+/*
+ * Set once for the node and then read back through the view, a task's
+ * environment comes out as if nothing had been set before it: the same
+ * entries, and the same environment once applied. Also where the user set
+ * some of it (kept), a nested srun inherited it, or Slurm changed one of
+ * the node's values since.
+ */
+static void test_node_env_round_trip(void)
+{
+	char *plain[] = { "PATH=/bin", NULL };
+	char *user[] = { "PATH=/bin", "MASTER_PORT=29500",
+			 "OMP_NUM_THREADS=7", NULL };
+	char *nested[] = { "MASTER_ADDR=n9", "MASTER_PORT=21000",
+			   "DIST_TRAIN_STEP=41.0", "WORLD_SIZE=2", NULL };
+	char *same_step[] = { "DIST_TRAIN_STEP=42.3", "MASTER_PORT=29500",
+			      NULL };
+	char **cases[] = { plain, user, nested, same_step };
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char **before = cases[c], **node_set, **direct, **via;
+		struct dt_env first = compute_via(4, 0, dt_envp_getenv, before);
+		struct dt_env expect, got;
+		struct dt_node_env node;
+		struct dt_node_env_view view;
+
+		CU_ASSERT_EQUAL_FATAL(dt_node_env_from(&first, dt_envp_getenv,
+						       before, &node), 0);
+		CU_ASSERT_PTR_NULL(dt_env_find(&node.set, "RANK"));
+		CU_ASSERT_PTR_NULL(dt_env_find(&node.set, "LOCAL_RANK"));
+		CU_ASSERT_EQUAL(node.set.count, node.was.count);
+		node_set = changed(before, &node.set);
+		view.node = &node;
+		view.getenv = dt_envp_getenv;
+		view.arg = node_set;
+		expect = compute_via(6, 2, dt_envp_getenv, before);
+		got = compute_via(6, 2, dt_node_env_getenv, &view);
+		CU_ASSERT_TRUE(same_entries(&expect, &got));
+		direct = changed(before, &expect);
+		via = changed(node_set, &got);
+		CU_ASSERT_TRUE(same_envp(direct, via));
+		free_envp(direct);
+		free_envp(via);
+		free_envp(node_set);
+		dt_env_free(&first);
+		dt_env_free(&expect);
+		dt_env_free(&got);
+		dt_node_env_free(&node);
+	}
+}
+
+/* A value changed after the node set it (by Slurm or another plugin) is
+ * read as it is now; one the node left alone, as it was before. */
+static void test_node_env_view(void)
+{
+	char *before[] = { "PYTHONPATH=/u", NULL };
+	char *now[] = { "PYTHONPATH=/hook:/u", "WORLD_SIZE=99", "X=1", NULL };
+	struct dt_env first = { 0 };
+	struct dt_node_env node;
+	struct dt_node_env_view view = { &node, dt_envp_getenv, now };
+
+	dt_env_add(&first, "PYTHONPATH", "/hook:/u", DT_ENV_SET);
+	dt_env_add(&first, "WORLD_SIZE", "8", DT_ENV_SET);
+	dt_env_add(&first, "RANK", "4", DT_ENV_SET);
+	dt_env_add(&first, "MASTER_PORT", "29500", DT_ENV_KEPT);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_from(&first, dt_envp_getenv, before,
+					       &node), 0);
+	CU_ASSERT_EQUAL(node.set.count, 2);
+	CU_ASSERT_STRING_EQUAL(dt_node_env_getenv("PYTHONPATH", &view), "/u");
+	CU_ASSERT_STRING_EQUAL(dt_node_env_getenv("WORLD_SIZE", &view), "99");
+	CU_ASSERT_STRING_EQUAL(dt_node_env_getenv("X", &view), "1");
+	CU_ASSERT_PTR_NULL(dt_node_env_getenv("RANK", &view));
+	/* Not set after all: read as it is. */
+	dt_node_env_drop(&node, 0);
+	CU_ASSERT_EQUAL(node.set.count, 1);
+	CU_ASSERT_STRING_EQUAL(dt_node_env_getenv("PYTHONPATH", &view),
+			       "/hook:/u");
+	dt_node_env_drop(&node, 5);
+	CU_ASSERT_EQUAL(node.was.count, 1);
+	dt_node_env_free(&node);
+	dt_env_free(&first);
+}
+
+static void test_entry_changes(void)
+{
+	char *envp[] = { "A=1", NULL };
+	struct dt_env_entry set_same = { "A", "1", DT_ENV_SET };
+	struct dt_env_entry set_other = { "A", "2", DT_ENV_SET };
+	struct dt_env_entry set_new = { "B", "1", DT_ENV_SET };
+	struct dt_env_entry unset_there = { "A", NULL, DT_ENV_UNSET };
+	struct dt_env_entry unset_absent = { "B", NULL, DT_ENV_UNSET };
+	struct dt_env_entry kept = { "B", "1", DT_ENV_KEPT };
+
+	CU_ASSERT_FALSE(dt_env_entry_changes(&set_same, dt_envp_getenv, envp));
+	CU_ASSERT_TRUE(dt_env_entry_changes(&set_other, dt_envp_getenv, envp));
+	CU_ASSERT_TRUE(dt_env_entry_changes(&set_new, dt_envp_getenv, envp));
+	CU_ASSERT_TRUE(dt_env_entry_changes(&unset_there, dt_envp_getenv,
+					    envp));
+	CU_ASSERT_FALSE(dt_env_entry_changes(&unset_absent, dt_envp_getenv,
+					     envp));
+	CU_ASSERT_FALSE(dt_env_entry_changes(&kept, dt_envp_getenv, envp));
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_prepend),
 	UNIT_TEST(test_torchrun_variables),
@@ -384,6 +620,10 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_records_round_trip),
 	UNIT_TEST(test_bad_records),
 	UNIT_TEST(test_torchrun_agent),
+	UNIT_TEST(test_node_part_is_shared),
+	UNIT_TEST(test_node_env_round_trip),
+	UNIT_TEST(test_node_env_view),
+	UNIT_TEST(test_entry_changes),
 };
 
 UNIT_MAIN("train_env", tests)

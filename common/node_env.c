@@ -1,0 +1,81 @@
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "node_env.h"
+
+int dt_node_env_from(const struct dt_env *task, dt_getenv_fn getenv,
+		     void *arg, struct dt_node_env *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < task->count; i++) {
+		const struct dt_env_entry *e = &task->entries[i];
+		const char *before;
+
+		if (e->action != DT_ENV_SET || dt_train_env_per_task(e->name))
+			continue;
+		before = getenv(e->name, arg);
+		if (dt_env_add(&out->set, e->name, e->value, DT_ENV_SET) < 0 ||
+		    dt_env_add(&out->was, e->name, before,
+			       before ? DT_ENV_SET : DT_ENV_UNSET) < 0) {
+			dt_node_env_free(out);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void drop_entry(struct dt_env *env, size_t i)
+{
+	free(env->entries[i].name);
+	free(env->entries[i].value);
+	memmove(&env->entries[i], &env->entries[i + 1],
+		(env->count - i - 1) * sizeof(env->entries[0]));
+	env->count--;
+}
+
+void dt_node_env_drop(struct dt_node_env *n, size_t i)
+{
+	if (i >= n->set.count)
+		return;
+	drop_entry(&n->set, i);
+	drop_entry(&n->was, i);
+}
+
+const char *dt_node_env_getenv(const char *name, void *view)
+{
+	const struct dt_node_env_view *v = view;
+	const char *now = v->getenv(name, v->arg);
+
+	for (size_t i = 0; v->node && i < v->node->set.count; i++) {
+		if (strcmp(v->node->set.entries[i].name, name))
+			continue;
+		/* Changed since (by Slurm or another plugin): that stands. */
+		if (!now || strcmp(now, v->node->set.entries[i].value))
+			return now;
+		return v->node->was.entries[i].value;
+	}
+	return now;
+}
+
+bool dt_env_entry_changes(const struct dt_env_entry *e, dt_getenv_fn getenv,
+			  void *arg)
+{
+	const char *now = getenv(e->name, arg);
+
+	switch (e->action) {
+	case DT_ENV_SET:
+		return !now || strcmp(now, e->value);
+	case DT_ENV_UNSET:
+		return now != NULL;
+	default:
+		return false;
+	}
+}
+
+void dt_node_env_free(struct dt_node_env *n)
+{
+	dt_env_free(&n->set);
+	dt_env_free(&n->was);
+}
