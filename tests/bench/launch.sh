@@ -4,7 +4,8 @@
 #   tests/bench/launch.sh [REPETITIONS [PYTHON_REPETITIONS]]
 #                                     (root; after building; [10 [3]])
 #
-# REPETITIONS 0 leaves part 1 out (parts 2 and 3 alone).
+# REPETITIONS 0 leaves part 1 out (parts 2 and 3 alone); PYTHON_REPETITIONS
+# 0 leaves parts 2 and 3 out.
 #
 # Three parts, each printing the median of its runs (the variants of a
 # part interleaved) and the ratio against what a user would run instead,
@@ -194,6 +195,7 @@ python_variants=(
 # A baseline that cannot run on this stack at all (its warm-up fails) is
 # left out, and its row says so; a --dist-train variant must run.
 runnable=()
+((python_reps > 0)) || python_variants=()
 for v in "${python_variants[@]}"; do	# warm-up
 	if measure 8 ${v#*|} >/dev/null; then
 		runnable+=("$v")
@@ -233,15 +235,17 @@ if ((reps > 0)); then
 	row "--mpi=pmix --dist-train=bind=off, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
 	row "PMIx's fence in every task, 64 tasks" "plain srun --mpi=pmix, 64 tasks"
 fi
-echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
-row "plain torchrun"
-row "--dist-train=torchrun" "plain torchrun"
-echo "To the end of the first DDP all_reduce (gloo), 8 ranks (median of $python_reps):"
-row "DDP, environment by hand"
-row "DDP, --dist-train=bind=off" "DDP, environment by hand"
-row "DDP, --dist-train" "DDP, environment by hand"
-row "DDP, by hand, --mpi=pmix"
-row "DDP, --mpi=pmix --dist-train" "DDP, by hand, --mpi=pmix"
+if ((python_reps > 0)); then
+	echo "torchrun, 4 agents of 2 workers, to the last worker's start (median of $python_reps):"
+	row "plain torchrun"
+	row "--dist-train=torchrun" "plain torchrun"
+	echo "To the end of the first DDP all_reduce (gloo), 8 ranks (median of $python_reps):"
+	row "DDP, environment by hand"
+	row "DDP, --dist-train=bind=off" "DDP, environment by hand"
+	row "DDP, --dist-train" "DDP, environment by hand"
+	row "DDP, by hand, --mpi=pmix"
+	row "DDP, --mpi=pmix --dist-train" "DDP, by hand, --mpi=pmix"
+fi
 
 # Where the time goes: one verbose run each.
 field() { # PATTERN (sed, one group): its values in $ERR, "median [max]"
