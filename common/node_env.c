@@ -43,20 +43,37 @@ void dt_node_env_drop(struct dt_node_env *n, size_t i)
 	drop_entry(&n->was, i);
 }
 
+/* Whether entry I of N still holds the node's value in NOW (a value
+ * changed since, by Slurm or another plugin, stands). */
+static bool still_the_nodes(const struct dt_node_env *n, size_t i,
+			    const char *now)
+{
+	return now && !strcmp(now, n->set.entries[i].value);
+}
+
 const char *dt_node_env_getenv(const char *name, void *view)
 {
 	const struct dt_node_env_view *v = view;
 	const char *now = v->getenv(name, v->arg);
 
-	for (size_t i = 0; v->node && i < v->node->set.count; i++) {
-		if (strcmp(v->node->set.entries[i].name, name))
-			continue;
-		/* Changed since (by Slurm or another plugin): that stands. */
-		if (!now || strcmp(now, v->node->set.entries[i].value))
-			return now;
-		return v->node->was.entries[i].value;
-	}
+	for (size_t i = 0; v->node && i < v->node->set.count; i++)
+		if (!strcmp(v->node->set.entries[i].name, name))
+			return still_the_nodes(v->node, i, now) ?
+			       v->node->was.entries[i].value : now;
 	return now;
+}
+
+int dt_node_env_undo(const struct dt_node_env *n, dt_getenv_fn getenv,
+		     void *arg, struct dt_env *out)
+{
+	for (size_t i = 0; i < n->set.count; i++) {
+		const struct dt_env_entry *b = &n->was.entries[i];
+
+		if (still_the_nodes(n, i, getenv(b->name, arg)) &&
+		    dt_env_add(out, b->name, b->value, b->action) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 bool dt_env_entry_changes(const struct dt_env_entry *e, dt_getenv_fn getenv,

@@ -47,6 +47,14 @@ struct dt_node_env_view {
  * the node's value gives its value before; any other, its value now. */
 const char *dt_node_env_getenv(const char *name, void *view);
 
+/*
+ * What puts N back in a task's environment (GETENV/ARG), as if it had
+ * never been set: each name that still holds the node's value, set to its
+ * value before or unset. 0, or -1: no memory.
+ */
+int dt_node_env_undo(const struct dt_node_env *n, dt_getenv_fn getenv,
+		     void *arg, struct dt_env *out);
+
 /* Whether E changes the environment GETENV/ARG reads: a SET of another
  * value, an UNSET of a name that is there; a KEPT never does. */
 bool dt_env_entry_changes(const struct dt_env_entry *e, dt_getenv_fn getenv,

@@ -351,7 +351,6 @@ int slurmstepd_user_init(spank_t sp)
 	load_machine(sp, st);
 	report_setup(sp, st, env);
 	set_node_env(sp, st, step.first_global_id, env);
-	env = NULL;
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:

@@ -95,33 +95,22 @@ static int apply(spank_t sp, const struct dt_env *env)
  */
 static int undo_node_env(spank_t sp, struct plugin_state *st)
 {
-	const struct dt_env *set = &st->node_env.set, *was = &st->node_env.was;
+	struct dt_env undo = { 0 };
+	char **envp = NULL;
+	int rc;
 
-	for (size_t i = 0; i < set->count; i++) {
-		const struct dt_env_entry *b = &was->entries[i];
-		spank_err_t rc;
-		char **envp = NULL;
-		const char *now;
-
-		if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
-			envp = NULL;
-		now = dt_envp_get(envp, b->name);
-		/* Changed since by Slurm or another plugin: that stands. */
-		if (!now || strcmp(now, set->entries[i].value))
-			continue;
-		rc = b->action == DT_ENV_SET ?
-		     spank_setenv(sp, b->name, b->value, 1) :
-		     spank_unsetenv(sp, b->name);
-		if (rc != ESPANK_SUCCESS) {
-			task_error("cannot set %s (%s): rerun the step, and "
-				   "report it to your administrator if it "
-				   "recurs", b->name, spank_strerror(rc));
-			return -1;
-		}
+	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
+		envp = NULL;
+	if (dt_node_env_undo(&st->node_env, dt_envp_getenv, envp, &undo) < 0) {
+		task_error("out of memory");
+		rc = -1;
+	} else {
+		rc = apply(sp, &undo);
 	}
+	dt_env_free(&undo);
 	/* This task's copy: nothing the node set is left to read past. */
 	dt_node_env_free(&st->node_env);
-	return 0;
+	return rc;
 }
 
 /*

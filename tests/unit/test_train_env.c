@@ -22,8 +22,11 @@ static struct dt_step_ports ports = {
 	.source = DT_PORT_DERIVED,
 };
 
-static struct dt_env compute(const struct dt_layout *l, uint32_t rank,
-			     uint32_t local_rank, char **envp, int expect_rc)
+/* dt_train_env for one task, reading its environment through GETENV. */
+static struct dt_env compute_with(const struct dt_layout *l, uint32_t rank,
+				  uint32_t local_rank, const char *ifname,
+				  dt_getenv_fn getenv, void *arg,
+				  int expect_rc)
 {
 	struct dt_env_request req;
 	struct dt_env env = { 0 };
@@ -35,10 +38,18 @@ static struct dt_env compute(const struct dt_layout *l, uint32_t rank,
 	req.ports = &ports;
 	req.cpus_per_task = 4;
 	req.step_id = "42.3";
-	req.getenv = dt_envp_getenv;
-	req.getenv_arg = envp;
+	req.socket_ifname = ifname;
+	req.getenv = getenv;
+	req.getenv_arg = arg;
 	CU_ASSERT_EQUAL(dt_train_env(&req, &env, NULL, 0), expect_rc);
 	return env;
+}
+
+static struct dt_env compute(const struct dt_layout *l, uint32_t rank,
+			     uint32_t local_rank, char **envp, int expect_rc)
+{
+	return compute_with(l, rank, local_rank, NULL, dt_envp_getenv, envp,
+			    expect_rc);
 }
 
 static enum dt_env_action action(const struct dt_env *env, const char *name)
@@ -383,21 +394,8 @@ static struct dt_layout node_layout = {
 static struct dt_env compute_via(uint32_t rank, uint32_t local_rank,
 				 dt_getenv_fn getenv, void *arg)
 {
-	struct dt_env_request req;
-	struct dt_env env = { 0 };
-
-	memset(&req, 0, sizeof(req));
-	req.layout = &node_layout;
-	req.rank = rank;
-	req.local_rank = local_rank;
-	req.ports = &ports;
-	req.cpus_per_task = 4;
-	req.step_id = "42.3";
-	req.socket_ifname = "=eth0";
-	req.getenv = getenv;
-	req.getenv_arg = arg;
-	CU_ASSERT_EQUAL_FATAL(dt_train_env(&req, &env, NULL, 0), 0);
-	return env;
+	return compute_with(&node_layout, rank, local_rank, "=eth0", getenv,
+			    arg, 0);
 }
 
 static bool same_entries(const struct dt_env *a, const struct dt_env *b)
@@ -539,6 +537,7 @@ static void test_node_env_round_trip(void)
 		view.arg = node_set;
 		expect = compute_via(6, 2, dt_envp_getenv, before);
 		got = compute_via(6, 2, dt_node_env_getenv, &view);
+		CU_ASSERT_TRUE_FATAL(first.count > 0 && expect.count > 0);
 		CU_ASSERT_TRUE(same_entries(&expect, &got));
 		direct = changed(before, &expect);
 		via = changed(node_set, &got);
@@ -585,6 +584,34 @@ static void test_node_env_view(void)
 	dt_env_free(&first);
 }
 
+/* Before a start barrier: what puts back the names that still hold the
+ * node's value, and only those. */
+static void test_node_env_undo(void)
+{
+	char *before[] = { "PYTHONPATH=/u", NULL };
+	char *now[] = { "PYTHONPATH=/hook:/u", "WORLD_SIZE=99",
+			"MASTER_ADDR=n1", NULL };
+	struct dt_env first = { 0 }, undo = { 0 };
+	struct dt_node_env node;
+
+	dt_env_add(&first, "PYTHONPATH", "/hook:/u", DT_ENV_SET);
+	dt_env_add(&first, "WORLD_SIZE", "8", DT_ENV_SET);
+	dt_env_add(&first, "MASTER_ADDR", "n1", DT_ENV_SET);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_from(&first, dt_envp_getenv, before,
+					       &node), 0);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_undo(&node, dt_envp_getenv, now,
+					       &undo), 0);
+	CU_ASSERT_EQUAL(undo.count, 2);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&undo, "PYTHONPATH"), "/u");
+	CU_ASSERT_EQUAL(action(&undo, "PYTHONPATH"), DT_ENV_SET);
+	CU_ASSERT_EQUAL(action(&undo, "MASTER_ADDR"), DT_ENV_UNSET);
+	/* Slurm changed it since: it stands. */
+	CU_ASSERT_PTR_NULL(dt_env_find(&undo, "WORLD_SIZE"));
+	dt_env_free(&undo);
+	dt_node_env_free(&node);
+	dt_env_free(&first);
+}
+
 static void test_entry_changes(void)
 {
 	char *envp[] = { "A=1", NULL };
@@ -623,6 +650,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_node_part_is_shared),
 	UNIT_TEST(test_node_env_round_trip),
 	UNIT_TEST(test_node_env_view),
+	UNIT_TEST(test_node_env_undo),
 	UNIT_TEST(test_entry_changes),
 };
 
