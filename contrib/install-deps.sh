@@ -35,9 +35,11 @@ PACKAGES=(
 	valgrind strace clang libclang-rt-dev dpkg-dev debhelper
 )
 
-# A Slurm built from SchedMD's sources in /usr/local (the slurm-X.Y roots
-# of tests/stack-root.sh): Debian's is not installed over it.
-if [ -r /usr/local/include/slurm/spank.h ] && [ -x /usr/local/sbin/slurmd ]; then
+# A Slurm that is not Debian's: built from SchedMD's sources in /usr/local,
+# or SchedMD's RPMs (the slurm-X.Y and slurm-X.Y-rpm roots of
+# tests/stack-root.sh). Debian's is not installed over it.
+if { [ -r /usr/local/include/slurm/spank.h ] && [ -x /usr/local/sbin/slurmd ]; } ||
+	{ command -v rpm >/dev/null && rpm -q slurm-devel >/dev/null 2>&1; }; then
 	for i in "${!PACKAGES[@]}"; do
 		case ${PACKAGES[$i]} in
 		libslurm-dev | slurmctld | slurmd | slurm-client) unset "PACKAGES[$i]" ;;
