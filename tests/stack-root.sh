@@ -15,7 +15,16 @@
 # SUITE is a Debian suite (bookworm, trixie, sid), whose own Slurm is
 # tested, or slurm-MAJOR.MINOR (slurm-24.05, slurm-25.05, slurm-25.11,
 # slurm-26.05): SchedMD's release, built from its source tarball with
-# PMIx on a copy of the Debian 13 root, in place of Debian's Slurm.
+# PMIx on a copy of the Debian 13 root, in place of Debian's Slurm; or
+# slurm-MAJOR.MINOR-rpm: the same release as a RHEL-family site has it,
+# SchedMD's RPMs (rpmbuild -ta with slurm.spec), installed with rpm.
+# (No RHEL root can be made from a Debian archive, so Debian's rpm builds
+# and installs them on the Debian 13 root: the files land where they do
+# on RHEL, /usr/lib64/slurm, /etc/slurm; what differs is the C library
+# and the other libraries beneath Slurm, Debian's.)
+# rolling-24.05-24.11 is a rolling upgrade's cluster: Debian 13's root
+# with its Slurm 24.11, and SchedMD's 24.05 built from source beside it in
+# /opt/slurm-24.05, for the hosts not yet upgraded (tests/rolling-upgrade.sh).
 # (Debian 13's PMIx is 5.0.7; unstable's 7 is past what Slurm's mpi/pmix
 # accepts, 2 to 6 in 26.05's configure, which is why Debian builds its
 # 26.05 without it.)
@@ -69,21 +78,23 @@ suite_ok() {
 	case $1 in
 	bookworm | trixie | sid) return 0 ;;
 	slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05) return 0 ;;
-	*) die "unknown suite '$1'; valid: bookworm, trixie, sid, slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05" ;;
+	slurm-24.05-rpm | slurm-25.05-rpm | slurm-25.11-rpm | slurm-26.05-rpm) return 0 ;;
+	rolling-24.05-24.11) return 0 ;;
+	*) die "unknown suite '$1'; valid: bookworm, trixie, sid, slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05, one of those four with -rpm (slurm-24.05-rpm), rolling-24.05-24.11" ;;
 	esac
 }
 
 # The Debian suite an upstream release is built on; none for a suite.
 upstream_base() {
 	case $1 in
-	slurm-*) echo trixie ;;
+	slurm-* | rolling-*) echo trixie ;;
 	esac
 }
 
 # The newest tarball of release slurm-MAJOR.MINOR in DT_SLURM_SOURCES.
 slurm_tarball() {
 	local dir=${DT_SLURM_SOURCES:-$top/../shared/src} tag
-	tag=$(echo "${1#slurm-}" | tr . -)
+	tag=$(echo "$1" | sed -E 's/^(slurm|rolling)-//; s/-rpm$//; s/-[0-9.]+$//' | tr . -)
 	{ ls -1 "$dir"/slurm-"$tag"-*.tar.* 2>/dev/null || true; } | sort -V | tail -n 1
 }
 
@@ -93,52 +104,160 @@ SLURM_BUILD_DEPS="build-essential pkg-config python3 libmunge-dev munge \
 libpmix-dev libhwloc-dev libjson-c-dev libyaml-dev libhttp-parser-dev \
 libjwt-dev liblz4-dev libcurl4-openssl-dev libdbus-1-dev"
 
+# copy_base NAME BASE PURGE PACKAGES: NAME's root in the making
+# ($CACHE/NAME.new), a copy of BASE's with PACKAGES installed and, with
+# PURGE=1, Debian's Slurm removed.
+copy_base() {
+	local name=$1 base=$2 purge=$3 packages=$4
+	rm -rf "$CACHE/$name.new"
+	cp -a "$CACHE/$base" "$CACHE/$name.new"
+	in_root "$CACHE/$name.new" sh -c '
+		export DEBIAN_FRONTEND=noninteractive
+		if [ "$0" = 1 ]; then
+			apt-get -y -q purge $(dpkg-query -W -f "\${Package}\n" |
+				grep -E "^(lib)?slurm|^libpmi.*slurm") || exit 1
+		fi
+		apt-get -y -q install $1' "$purge" "$packages" \
+		> "$CACHE/$name.apt.log" 2>&1 ||
+		die "$name: installing Slurm's build dependencies failed: see $CACHE/$name.apt.log"
+}
+
+# The folder of PMIx in ROOT: Debian keeps its headers and library in a
+# folder of their own.
+pmix_dir() {
+	in_root "$1" sh -c 'dirname "$(dirname "$(find /usr/lib -name pmix_common.h -path "*pmix*" | head -n 1)")"'
+}
+
+# finish_root NAME STAMP CONTENT: NAME's new root replaces the old one, and
+# STAMP (in it) records what it was built with.
+finish_root() {
+	local root=$CACHE/$1
+	host_file "$1" > "$root.new/etc/hosts"
+	rm -rf "$root"
+	mv "$root.new" "$root"
+	touch "$root/.dt-root-complete"
+	echo "$3" > "$root/$2"
+}
+
 # An upstream release's root: a copy of its Debian root, Debian's Slurm
-# removed, SchedMD's built from TARBALL and installed in /usr/local.
+# removed, SchedMD's built from its tarball and installed in /usr/local;
+# or, for a rolling upgrade's root (rolling-OLD-NEW), Debian's Slurm kept
+# and the older release installed beside it in /opt/slurm-OLD, as the
+# hosts not upgraded yet have it: its own commands, slurmd, slurmstepd
+# and plugins.
 prepare_upstream() {
-	local name=$1 base root=$CACHE/$1 tarball stamp pmix configure
+	local name=$1 base root=$CACHE/$1 tarball stamp pmix configure prefix purge=1 release
+	case $name in
+	*-rpm) prepare_rpm "$name"; return ;;
+	esac
 	base=$(upstream_base "$name")
 	tarball=$(slurm_tarball "$name")
+	release=$(echo "$name" | sed -E 's/^(slurm|rolling)-//; s/-[0-9.]+$//')
 	[ -n "$tarball" ] ||
-		die "no source tarball of $name in ${DT_SLURM_SOURCES:-$top/../shared/src}: give the folder that has one with DT_SLURM_SOURCES (named as SchedMD's tags, such as slurm-$(echo "${name#slurm-}" | tr . -)-1-1.tar.xz)"
+		die "no source tarball of Slurm $release in ${DT_SLURM_SOURCES:-$top/../shared/src}: give the folder that has one with DT_SLURM_SOURCES (named as SchedMD's tags, such as slurm-$(echo "$release" | tr . -)-1-1.tar.xz)"
 	cmd_prepare "$base"
 	# The test cluster runs several slurmd on one machine (slurmd -N):
 	# Slurm must be built for that, as Debian's is.
-	configure="--prefix=/usr/local --sysconfdir=/etc/slurm --enable-multiple-slurmd"
-	stamp=$root/.dt-built-$(basename "$tarball")
-	if [ "$(cat "$stamp" 2>/dev/null)" = "$configure" ] &&
+	prefix=/usr/local
+	configure="--prefix=$prefix --sysconfdir=/etc/slurm --enable-multiple-slurmd"
+	case $name in
+	rolling-*)
+		prefix=/opt/slurm-$release purge=0
+		configure="--prefix=$prefix --sysconfdir=$prefix/etc --enable-multiple-slurmd" ;;
+	esac
+	stamp=.dt-built-$(basename "$tarball")
+	if [ "$(cat "$root/$stamp" 2>/dev/null)" = "$configure" ] &&
 	   [ "$root/.dt-root-complete" -nt "$CACHE/$base/.dt-root-complete" ]; then
-		say "$name root ready: $(in_root "$root" slurmd -V)"
+		say "$name root ready: $(in_root "$root" "$prefix/sbin/slurmd" -V)"
 		return 0
 	fi
-	say "making the $name root: a copy of the $base root, Slurm from $(basename "$tarball")"
-	rm -rf "$root.new"
-	cp -a "$CACHE/$base" "$root.new"
-	in_root "$root.new" sh -c '
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get -y -q purge $(dpkg-query -W -f "\${Package}\n" |
-			grep -E "^(lib)?slurm|^libpmi.*slurm") &&
-		apt-get -y -q install $0' "$SLURM_BUILD_DEPS" \
-		> "$CACHE/$name.apt.log" 2>&1 ||
-		die "$name: replacing Debian's Slurm failed: see $CACHE/$name.apt.log"
-	# Debian keeps PMIx's headers and library in a folder of their own.
-	pmix=$(in_root "$root.new" sh -c 'dirname "$(dirname "$(find /usr/lib -name pmix_common.h -path "*pmix*" | head -n 1)")"')
+	say "making the $name root: a copy of the $base root, Slurm from $(basename "$tarball") in $prefix"
+	copy_base "$name" "$base" "$purge" "$SLURM_BUILD_DEPS"
+	pmix=$(pmix_dir "$root.new")
 	mkdir -p "$root.new/usr/local/src"
 	tar -xf "$tarball" -C "$root.new/usr/local/src"
 	in_root "$root.new" sh -c "
 		cd /usr/local/src/$(basename "$tarball" | sed 's/\.tar\..*//') &&
 		./configure $configure --with-pmix=$pmix &&
 		make -j\$(nproc) && make install && ldconfig &&
-		test -e /usr/local/lib/slurm/mpi_pmix.so" \
+		test -e $prefix/lib/slurm/mpi_pmix.so" \
 		> "$CACHE/$name.build.log" 2>&1 ||
 		die "$name: building Slurm failed: see $CACHE/$name.build.log"
 	rm -rf "$root.new/usr/local/src"
-	host_file "$name" > "$root.new/etc/hosts"
-	rm -rf "$root"
-	mv "$root.new" "$root"
-	touch "$root/.dt-root-complete"
-	echo "$configure" > "$stamp"
-	say "$name root ready: $(in_root "$root" slurmd -V), PMIx from $pmix"
+	finish_root "$name" "$stamp" "$configure"
+	say "$name root ready: $(in_root "$root" "$prefix/sbin/slurmd" -V), PMIx from $pmix"
+}
+
+# What rpmbuild needs beyond Slurm's build: rpm itself, and the -devel
+# packages slurm.spec builds with by default (PAM, readline, MariaDB for
+# slurmdbd's accounting_storage_mysql, which its %files names).
+RPM_BUILD_DEPS="rpm bzip2 libpam0g-dev libreadline-dev libmariadb-dev libmariadb-dev-compat"
+
+# SchedMD's RPMs root: a copy of the Debian 13 root, Debian's Slurm
+# removed, Slurm's RPMs built from SchedMD's own slurm.spec and installed
+# with rpm, as on a RHEL-family site. SchedMD's release tarball is
+# slurm-VERSION.tar.bz2 holding slurm-VERSION/; a git tag's tarball is
+# repacked so. One line of slurm.spec is Debian's: where Perl's man pages
+# go (_perlman3), which slurm.spec asks Perl's Config for; RHEL's Perl
+# installs them there, Debian's does not (/usr/share/man/man3).
+prepare_rpm() {
+	local name=$1 base root=$CACHE/$1 tarball stamp pmix version src options rpms
+	base=$(upstream_base "$name")
+	tarball=$(slurm_tarball "$name")
+	[ -n "$tarball" ] ||
+		die "no source tarball of ${name%-rpm} in ${DT_SLURM_SOURCES:-$top/../shared/src}: give the folder that has one with DT_SLURM_SOURCES"
+	cmd_prepare "$base"
+	stamp=.dt-built-$(basename "$tarball")
+	if [ -e "$root/$stamp" ] &&
+	   [ "$root/.dt-root-complete" -nt "$CACHE/$base/.dt-root-complete" ]; then
+		say "$name root ready: $(in_root "$root" rpm -q slurm)"
+		return 0
+	fi
+	say "making the $name root: a copy of the $base root, SchedMD's RPMs built from $(basename "$tarball")"
+	copy_base "$name" "$base" 1 "$SLURM_BUILD_DEPS $RPM_BUILD_DEPS"
+	pmix=$(pmix_dir "$root.new")
+	# SchedMD's documented build, with the options of its spec that this
+	# needs: mpi/pmix (--with pmix), and several slurmd on one machine
+	# for the test cluster (--with multiple_slurmd). --nodeps: Debian's
+	# packages are not in the RPM database; apt installed them above.
+	# _unitdir is RHEL's (systemd-rpm-macros), which Debian's rpm lacks:
+	# slurm.spec's fallback, /lib/systemd/systemd, is systemd's binary.
+	# The RPMs are kept beside the root, so that a remade root installs
+	# them again without a second build.
+	options="--with multiple_slurmd --define '_with_pmix --with-pmix=$pmix' --define '_unitdir /usr/lib/systemd/system'"
+	rpms=$CACHE/$name.rpms
+	if [ "$(cat "$rpms/.built" 2>/dev/null)" != "$(basename "$tarball") $options" ]; then
+		src=$root.new/root/rpmbuild-src
+		mkdir -p "$src"
+		tar -xf "$tarball" -C "$src"
+		version=$(sed -n 's/^Version:[[:space:]]*//p' "$src"/*/slurm.spec)
+		mv "$src"/*/ "$src/slurm-$version"
+		sed -i 's|^%define _perlman3 .*|%define _perlman3 /share/man/man3|' "$src/slurm-$version/slurm.spec"
+		tar -C "$src" -cjf "$root.new/root/slurm-$version.tar.bz2" "slurm-$version"
+		rm -rf "$src"
+		in_root "$root.new" sh -c "cd /root && rpmbuild -ta --nodeps $options slurm-$version.tar.bz2" \
+			> "$CACHE/$name.build.log" 2>&1 ||
+			die "$name: building SchedMD's RPMs failed: see $CACHE/$name.build.log"
+		rm -rf "$rpms"
+		mkdir -p "$rpms"
+		find "$root.new/root/rpmbuild/RPMS" -name 'slurm-*.rpm' \
+			! -name '*-debuginfo-*' ! -name '*-debugsource-*' -exec mv {} "$rpms/" \;
+		echo "$(basename "$tarball") $options" > "$rpms/.built"
+		rm -rf "$root.new/root/rpmbuild" "$root.new/root/slurm-$version.tar.bz2"
+	fi
+	# rpm's scriptlets run through its unshare plugin, which cannot make /
+	# private in a chroot: --noplugins (a RHEL host runs them as is).
+	mkdir -p "$root.new/root/rpms"
+	cp "$rpms"/slurm-*.rpm "$root.new/root/rpms/"
+	in_root "$root.new" sh -c "
+		rpm -i --nodeps --noplugins /root/rpms/slurm-*.rpm &&
+		rpm -q slurm slurm-devel slurm-slurmd slurm-slurmctld &&
+		test -e /usr/lib64/slurm/mpi_pmix.so && ldconfig" \
+		> "$CACHE/$name.install.log" 2>&1 ||
+		die "$name: installing SchedMD's RPMs failed: see $CACHE/$name.install.log"
+	rm -rf "$root.new/root/rpms"
+	finish_root "$name" "$stamp" "$options"
+	say "$name root ready: $(in_root "$root" rpm -q slurm), PMIx from $pmix"
 }
 
 # Run CMD inside ROOT with /proc, /dev and /sys, for apt and dpkg: in a
