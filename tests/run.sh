@@ -10,11 +10,20 @@
 #                                 built from its source tarball with PMIx
 #                                 (also slurm-24.05, -25.11, -26.05; see
 #                                 tests/stack-root.sh)
+#   tests/run.sh --stack=slurm-24.05-rpm   the same with SchedMD's RPMs
+#                                 of Slurm 24.05 (rpmbuild -ta, installed
+#                                 with rpm, as on a RHEL-family site): in
+#                                 step 5, dist-train's RPM in place of the
+#                                 .deb (also -rpm of the other three)
 #   tests/run.sh --stack=all      every supported stack, then a summary
 #   tests/run.sh --quick          the quick tier, before each commit: build,
 #                                 unit tests and a smoke of the integration
 #                                 suite (make check-quick) on this machine's
 #                                 stack, in a few minutes
+#   tests/run.sh [--stack=NAME] --package
+#                                 build, then step 5 alone: the stack's
+#                                 package (.deb, or the RPM on a -rpm
+#                                 stack) built, installed and tested
 #   tests/run.sh [--stack=NAME] --repeat=N FILE...
 #                                 build, then run the test files FILE
 #                                 (tests/integration/failure.sh, ...) N
@@ -36,7 +45,9 @@
 #   4. `make distcheck`: the release tarball builds, installs and
 #      uninstalls cleanly out of tree;
 #   5. the Debian package (contrib/debian): built, installed, tested on the
-#      cluster as installed, removed.
+#      cluster as installed, removed; where Slurm is SchedMD's RPMs, the
+#      RPM (contrib/rpm/dist-train.spec) the same way, enabled through
+#      its plugstack.conf.d file.
 # (3, 4 and make check's ONCE_TESTS: not with DT_ONCE=0.) It ends with the
 # slowest tests and parts, one line, N passed, N failed, N skipped, and
 # then each failed check with the end of what it printed.
@@ -61,12 +72,13 @@ host_suite() {
 	esac
 }
 
-usage="tests/run.sh [--quick | --stack=bookworm|trixie|sid|slurm-X.Y|all] [--repeat=N tests/integration/FILE.sh...]"
-stack= quick=0 repeat=0 files=() inner=()
+usage="tests/run.sh [--quick | --stack=bookworm|trixie|sid|slurm-X.Y[-rpm]|all] [--package | --repeat=N tests/integration/FILE.sh...]"
+stack= quick=0 package=0 repeat=0 files=() inner=()
 for arg in "$@"; do
 	case $arg in
 	--stack=*) stack=${arg#--stack=} ;;
 	--quick) quick=1 ;;
+	--package) package=1 inner+=("$arg") ;;
 	--repeat=*)
 		repeat=${arg#--repeat=}
 		[[ $repeat =~ ^[1-9][0-9]*$ ]] || {
@@ -91,6 +103,10 @@ if [ $quick = 1 ] && [ -n "$stack" ]; then
 	echo "tests/run.sh: --quick runs on this machine's stack only: leave out --stack" >&2
 	exit 2
 fi
+if [ $package = 1 ] && { [ $quick = 1 ] || [ "$repeat" != 0 ] || [ "$stack" = all ]; }; then
+	echo "tests/run.sh: --package runs alone, on one stack; usage: $usage" >&2
+	exit 2
+fi
 if { [ "$repeat" != 0 ] && [ ${#files[@]} = 0 ]; } ||
 	{ [ "$repeat" = 0 ] && [ ${#files[@]} != 0 ]; } ||
 	{ [ "$repeat" != 0 ] && { [ $quick = 1 ] || [ "$stack" = all ]; }; }; then
@@ -100,10 +116,11 @@ fi
 case $stack in
 "" | "$(host_suite)") ;;
 all) exec tests/stacks.sh ;;
-bookworm | trixie | sid | slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05)
+bookworm | trixie | sid | slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05 | \
+slurm-24.05-rpm | slurm-25.05-rpm | slurm-25.11-rpm | slurm-26.05-rpm)
 	tests/stack-root.sh prepare "$stack"
 	exec tests/stack-root.sh enter "$stack" tests/run.sh "${inner[@]}" ;;
-*) echo "tests/run.sh: unknown stack '$stack'; valid: bookworm, trixie, sid, all, or an upstream release built from source: slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05" >&2
+*) echo "tests/run.sh: unknown stack '$stack'; valid: bookworm, trixie, sid, all, or an upstream release built from source: slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05 (add -rpm for SchedMD's RPMs of it)" >&2
    exit 2 ;;
 esac
 contrib/install-deps.sh
@@ -234,63 +251,106 @@ if [ $quick = 1 ]; then
 fi
 
 once=${DT_ONCE:-1}
-step "build and make $([ "$once" = 1 ] && echo check || echo check-stack)"
-(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
-rm -f build/tests/*.time build/tests/*/*.time
-if [ "$once" = 1 ]; then
-	(cd build && make check VERBOSE=1) || rc=1
+slowest=
+if [ $package = 1 ]; then
+	step "build"
+	(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
 else
-	(cd build/tests && make check-stack VERBOSE=1) || rc=1
+	step "build and make $([ "$once" = 1 ] && echo check || echo check-stack)"
+	(cd build && ../configure -q --enable-werror && make -s -j"$(nproc)")
+	rm -f build/tests/*.time build/tests/*/*.time
+	if [ "$once" = 1 ]; then
+		(cd build && make check VERBOSE=1) || rc=1
+	else
+		(cd build/tests && make check-stack VERBOSE=1) || rc=1
+	fi
+	tally build/tests/test-suite.log
+	allow_skips $(ls build/tests/*.log | grep -v 'suite\.log$') build/tests/integration/*.log
+	note_failures $(find "$top/build/tests" -name '*.log' ! -name '*suite.log' | sort)
+	slowest=$(slowest_tests)
+
+	if [ "$once" = 1 ]; then
+		step "unit tests with AddressSanitizer and UndefinedBehaviorSanitizer"
+		mkdir -p build-sanitizers
+		(cd build-sanitizers && ../configure -q --enable-werror --enable-sanitizers &&
+			make -s -j"$(nproc)" && make check-unit VERBOSE=1) || rc=1
+		tally build-sanitizers/tests/test-suite.log
+		note_failures $(find "$top/build-sanitizers/tests" -name '*.log' ! -name '*suite.log' | sort)
+
+		step "make distcheck (unit tests only)"
+		result "make distcheck" env DT_UNIT_ONLY=1 make -C build -s distcheck
+	fi
 fi
-tally build/tests/test-suite.log
-allow_skips $(ls build/tests/*.log | grep -v 'suite\.log$') build/tests/integration/*.log
-note_failures $(find "$top/build/tests" -name '*.log' ! -name '*suite.log' | sort)
-slowest=$(slowest_tests)
 
-if [ "$once" = 1 ]; then
-	step "unit tests with AddressSanitizer and UndefinedBehaviorSanitizer"
-	mkdir -p build-sanitizers
-	(cd build-sanitizers && ../configure -q --enable-werror --enable-sanitizers &&
-		make -s -j"$(nproc)" && make check-unit VERBOSE=1) || rc=1
-	tally build-sanitizers/tests/test-suite.log
-	note_failures $(find "$top/build-sanitizers/tests" -name '*.log' ! -name '*suite.log' | sort)
-
-	step "make distcheck (unit tests only)"
-	result "make distcheck" env DT_UNIT_ONLY=1 make -C build -s distcheck
-fi
-
-step "Debian package: build, install, test as installed, remove"
+# The package's own files, not the build tree's, on the cluster.
+# upgrade.sh last: it removes the package as a Slurm upgrade would.
+DEB_TESTS="integration/environment.sh integration/pytorch.sh integration/torchrun.sh integration/upgrade.sh"
 deb_test() {
 	rm -rf build-deb
 	contrib/debian/build.sh "$top/build-deb" || return 1
 	apt-get install -y -q "$top"/build-deb/dist-train_*.deb || return 1
-	# The package's own files, not the build tree's, on the cluster.
-	# upgrade.sh last: it removes the package as a Slurm upgrade would.
-	local tests="integration/environment.sh integration/pytorch.sh integration/torchrun.sh integration/upgrade.sh"
-	DT_TEST_INSTALLED=1 make -C build/tests check VERBOSE=1 TESTS="$tests" \
+	DT_TEST_INSTALLED=1 make -C build/tests check VERBOSE=1 TESTS="$DEB_TESTS" \
 		TEST_SUITE_LOG=installed-suite.log
 }
-deb_rc=0
+# SchedMD's RPMs of Slurm (tests/stack-root.sh slurm-X.Y-rpm): dist-train's
+# RPM built from the release tarball against their slurm-devel, as the
+# admin guide says, installed with rpm, enabled by its plugstack.conf.d
+# file (plugin, helper and worker library where the RPM put them), and
+# the integration suite's core run on it. (--nodeps: Debian's libraries
+# are not in the RPM database.)
+RPM_TESTS="integration/environment.sh integration/pmix.sh integration/pytorch.sh integration/failure.sh integration/torchrun.sh"
+rpm_test() {
+	local tarball rpms=$top/build-rpm package release requires
+	rm -rf "$rpms"
+	mkdir -p "$rpms"
+	(cd build && make -s dist-gzip) > "$rpms/dist.log" 2>&1 ||
+		{ tail -n 30 "$rpms/dist.log"; return 1; }
+	tarball=$(ls build/dist-train-*.tar.gz | head -n 1)
+	rpmbuild -ta --nodeps --define "_topdir $rpms" "$tarball" \
+		> "$rpms/rpmbuild.log" 2>&1 ||
+		{ tail -n 30 "$rpms/rpmbuild.log"; return 1; }
+	package=$(ls "$rpms"/RPMS/*/dist-train-[0-9]*.rpm)
+	# The pin, from the slurm-devel it was built against (24.05.8: any
+	# 24.05.x), as the admin guide says.
+	release=$(rpm -q --qf '%{VERSION}' slurm-devel | cut -d. -f1,2)
+	requires=$(rpm -qRp "$package" | grep '^slurm' | sort | tr '\n' ' ')
+	echo "tests/run.sh: $(basename "$package") requires: $requires"
+	[[ $(basename "$package") == *.slurm$release.* ]] &&
+		[ "$requires" = "slurm < ${release%.*}.$(printf %02d $((10#${release#*.} + 1))) slurm >= $release " ] ||
+		{ echo "tests/run.sh: the RPM does not pin Slurm $release in its release and Requires" >&2; return 1; }
+	rpm -i --nodeps "$package" || return 1
+	DT_TEST_INSTALLED=1 DT_CLUSTER_PLUGSTACK_SNIPPET=/etc/slurm/plugstack.conf.d/dist_train.conf \
+		make -C build/tests check VERBOSE=1 TESTS="$RPM_TESTS" \
+		TEST_SUITE_LOG=installed-suite.log
+}
+pkg_rc=0 pkg_tests=
 rm -f build/tests/installed-suite.log
-if [ -x /usr/local/sbin/slurmd ]; then
+if rpm -q slurm-devel >/dev/null 2>&1; then
+	step "RPM package: build, install, test as installed, remove"
+	pkg_tests=$RPM_TESTS
+	rpm_test || pkg_rc=$?
+elif [ -x /usr/local/sbin/slurmd ]; then
 	# A Slurm built from source (tests/stack-root.sh slurm-X.Y): the
 	# Debian package is built for, and depends on, Debian's Slurm.
+	step "Debian package"
 	echo "tests/run.sh: no Debian package on a Slurm built from source"
 	touch build/tests/no-package
 else
-	deb_test || deb_rc=$?
+	step "Debian package: build, install, test as installed, remove"
+	pkg_tests=$DEB_TESTS
+	deb_test || pkg_rc=$?
 fi
 if [ -r build/tests/installed-suite.log ]; then
 	tally build/tests/installed-suite.log
-	note_failures "the package as installed" \
-		"$top"/build/tests/integration/{environment,pytorch,torchrun,upgrade}.log
-	allow_skips build/tests/integration/environment.log \
-		build/tests/integration/pytorch.log build/tests/integration/torchrun.log \
-		build/tests/integration/upgrade.log
+	logs=()
+	for f in $pkg_tests; do logs+=("$top/build/tests/${f%.sh}.log"); done
+	note_failures "the package as installed" "${logs[@]}"
+	allow_skips "${logs[@]}"
 fi
 [ -r build/tests/installed-suite.log ] || [ -e build/tests/no-package ] ||
-	result "Debian package build and install" false
-[ $deb_rc = 0 ] || rc=1
+	result "package build and install" false
+[ $pkg_rc = 0 ] || rc=1
+rpm -q dist-train >/dev/null 2>&1 && rpm -e --nodeps dist-train
 dpkg -s dist-train >/dev/null 2>&1 && apt-get purge -y -q dist-train >/dev/null
 
 step_done
