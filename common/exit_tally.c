@@ -92,6 +92,14 @@ void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
 	}
 }
 
+void dt_exit_tally_first_timed_out(struct dt_exit_tally *t,
+				   const char *collective)
+{
+	if (dt_collective_name_ok(collective))
+		snprintf(t->first_timed_out, sizeof(t->first_timed_out), "%s",
+			 collective);
+}
+
 void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes)
 {
 	size_t n = strlen(nodes);
@@ -185,7 +193,7 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 			     (t->running_at_stop == 1 ? "agent" : "agents") :
 			     (t->running_at_stop == 1 ? "rank" : "ranks");
 	uint32_t id = t->torchrun ? f->node_rank : f->rank;
-	char how[96], after[160];
+	char how[96], after[160], waited[160] = "";
 
 	if (!t->have_first)
 		return -1;
@@ -225,10 +233,16 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 	else
 		snprintf(after, sizeof(after), "%u task%s failed in all",
 			 t->n_failed, t->n_failed == 1 ? "" : "s");
+	/* A rank whose collective timed out waited for the ones behind:
+	 * the first to give up, not the cause. */
+	if (t->first_timed_out[0])
+		snprintf(waited, sizeof(waited), " when its %s timed out: it "
+			 "waited for ranks that were behind, named as the "
+			 "step ends", t->first_timed_out);
 	return snprintf(buf, len, "%s %u failed first, on %s (local rank "
-			"%u): %s, %.1f s after the start; %s", what, id,
+			"%u): %s, %.1f s after the start%s; %s", what, id,
 			f->node, f->local_rank, how, (double)f->after_ms / 1e3,
-			after);
+			waited, after);
 }
 
 /* A growing string; its text NULL once memory ran out. */

@@ -18,6 +18,7 @@
 
 #include "exit_record.h"
 #include "saved_files.h"
+#include "stack_report.h"
 
 /* Longest list of lost nodes kept; longer ones end in "...". */
 #define DT_LOST_NODES_MAX 256
@@ -50,6 +51,10 @@ struct dt_exit_tally {
 	 * (not owned: whoever set them frees them). */
 	const struct dt_saved_file *saved;
 	size_t n_saved;
+	/* The collective the first failed rank's own timeout ended it in
+	 * ("all_reduce"), or "": that rank waited for others, and was not
+	 * the cause. */
+	char first_timed_out[DT_COLLECTIVE_NAME_MAX];
 };
 
 /* 0, or -1 without memory. */
@@ -82,6 +87,14 @@ void dt_exit_tally_stopped_by(struct dt_exit_tally *t, const char *by,
  * reported an end as lost with them.
  */
 void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes);
+
+/*
+ * The first failed rank ended when its COLLECTIVE ("all_reduce", a name
+ * of letters, digits and '_') timed out, as its stacks of its end say
+ * (dt_stack_timed_out): the cause says so. Another name is ignored.
+ */
+void dt_exit_tally_first_timed_out(struct dt_exit_tally *t,
+				   const char *collective);
 
 /* How E ended, as words: "exit code 3", "signal 9 (SIGKILL)", "the
  * out-of-memory killer (signal 9, SIGKILL)". */

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,45 @@ size_t dt_stack_first_dump(const char *dump, size_t len)
 		p += n + 1;
 	}
 	return len;
+}
+
+bool dt_collective_name_ok(const char *name)
+{
+	size_t n = 0;
+
+	for (; name[n]; n++)
+		if (!isalnum((unsigned char)name[n]) && name[n] != '_')
+			return false;
+	return n > 0 && n < DT_COLLECTIVE_NAME_MAX;
+}
+
+int dt_stack_timed_out(const char *dump, size_t len, char *name_out,
+		       size_t name_len)
+{
+	static const char prefix[] = "dist-train: its ";
+	static const char suffix[] = " timed out";
+	const size_t fixed = sizeof(prefix) - 1 + sizeof(suffix) - 1;
+	const char *p = dump, *end = dump + len;
+	char name[DT_COLLECTIVE_NAME_MAX];
+
+	/* Only the hook's own line, before the first traceback. */
+	for (; p < end; p += line_len(p, (size_t)(end - p)) + 1) {
+		size_t n = line_len(p, (size_t)(end - p));
+
+		if (n > 0 && p[0] != ' ' && ends_with(p, n, header_end))
+			return -1;
+		if (n <= fixed || n - fixed >= sizeof(name) ||
+		    memcmp(p, prefix, sizeof(prefix) - 1) ||
+		    !ends_with(p, n, suffix))
+			continue;
+		memcpy(name, p + sizeof(prefix) - 1, n - fixed);
+		name[n - fixed] = '\0';
+		if (!dt_collective_name_ok(name) || n - fixed >= name_len)
+			return -1;
+		memcpy(name_out, name, n - fixed + 1);
+		return 0;
+	}
+	return -1;
 }
 
 bool dt_stack_in_collective(const char *where)

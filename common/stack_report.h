@@ -30,6 +30,22 @@ int dt_stack_where(const char *dump, size_t len, char *where,
  */
 bool dt_stack_in_collective(const char *where);
 
+/* Longest collective's name kept ("all_reduce", "barrier"), with its NUL. */
+#define DT_COLLECTIVE_NAME_MAX 32
+
+/*
+ * Whether a rank's stacks of its end (DUMP, LEN bytes) say that it ended
+ * when a collective of its timed out: the Python hook writes
+ * "dist-train: its NAME timed out" above the stacks of an uncaught
+ * exception that did. NAME (letters, digits, '_', shorter than
+ * DT_COLLECTIVE_NAME_MAX) into NAME_OUT; 0, or -1.
+ */
+int dt_stack_timed_out(const char *dump, size_t len, char *name_out,
+		       size_t name_len);
+
+/* Whether NAME is a collective's name as dt_stack_timed_out keeps one. */
+bool dt_collective_name_ok(const char *name);
+
 /*
  * How much of DUMP (LEN bytes) its first faulthandler dump takes: where a
  * second one starts (a thread's header right after a frame: within one

@@ -351,6 +351,31 @@ static void say_cause(void)
 }
 
 /*
+ * Whether the first failed rank ended when its collective timed out, as
+ * its stacks of its end say (saved beside the record before its node told
+ * srun it ended, plugin/report.c): then it waited for the ranks behind,
+ * and the cause says so. The user's own file only, bounded.
+ */
+static void note_first_timeout(void)
+{
+	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
+	char path[DT_HELPER_PATH_MAX + 96], name[DT_COLLECTIVE_NAME_MAX];
+	size_t len;
+	char *text;
+
+	if (watch.record_off || watch.tally.torchrun)
+		return;
+	snprintf(path, sizeof(path), "%s/dist-train-%s.stacks-rank-%u", dir,
+		 watch.step_text, watch.tally.first.rank);
+	text = dt_read_file_bounded(path, DT_STACKS_FILE_MAX, getuid(), &len);
+	if (!text)
+		return;
+	if (dt_stack_timed_out(text, len, name, sizeof(name)) == 0)
+		dt_exit_tally_first_timed_out(&watch.tally, name);
+	free(text);
+}
+
+/*
  * One connection's record LINE, if it is one of this step's. The answer
  * lets its slurmstepd go on, and tell srun the task's end in Slurm's own
  * way: after this line, so that the cause comes first.
@@ -375,8 +400,10 @@ static void hear_line(int fd, const char *line)
 		dt_exit_tally_stopped_by(&watch.tally, by, ended);
 		verdict = 0;
 	}
-	if (verdict == 1)
+	if (verdict == 1) {
+		note_first_timeout();
 		say_cause();
+	}
 	/* One short line into an empty socket buffer: never waits. */
 	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
 	if (verdict == 1) {
@@ -738,8 +765,10 @@ void watch_finish(void)
 	if (watch.tally.have_first) {
 		if (watch.tally.ended && !strcmp(watch.tally.ended, "node_fail"))
 			find_lost_nodes();
-		if (!watch.cause_said)
+		if (!watch.cause_said) {
+			note_first_timeout();
 			say_cause();
+		}
 		if (!watch.record_off) {
 			size_t saved;
 

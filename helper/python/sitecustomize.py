@@ -589,6 +589,64 @@ def _stacks_on_sigterm():
     signal.signal = signal_on_top
     os.register_at_fork(
         after_in_child=lambda: faulthandler.unregister(signal.SIGTERM))
+    _stacks_on_exception(fd)
+
+
+def _timed_out_in(value, frames):
+    """The torch.distributed call (all_reduce, barrier, ...) whose timeout
+    VALUE is, or None: a gloo collective's ("Timed out waiting 5000ms for
+    recv operation"), a store's ("Timeout waiting for key"), raised from
+    within torch.distributed. The name is the outermost frame of
+    distributed_c10d.py, the call the program made."""
+    text = str(value).lower()
+    if "timed out" not in text and "timeout" not in text:
+        return None
+    name = None
+    for frame in frames:
+        path = frame.filename
+        if "/torch/distributed/" not in path:
+            continue
+        if path.endswith("/distributed_c10d.py"):
+            return frame.name
+        name = name or frame.name
+    return name
+
+
+def _stacks_on_exception(fd):
+    """An uncaught exception's frames into the file of this task's end,
+    as faulthandler writes a thread's (innermost first), after a line that
+    says what it was and, for a collective's timeout, "its NAME timed
+    out": srun reads that line to say the rank waited for others rather
+    than caused the failure (common/stack_report.h), and dist-train why
+    reads the frames. The hook that was there runs after it."""
+    import os
+    import threading
+    import traceback
+
+    under = sys.excepthook
+
+    def record(kind, value, tb):
+        try:
+            frames = traceback.extract_tb(tb)
+            name = _timed_out_in(value, frames)
+            first = (str(value).splitlines() or [""])[0][:200]
+            lines = ["dist-train: rank %s (pid %d) ended by an uncaught %s: "
+                     "%s" % (os.environ.get("RANK", "?"), os.getpid(),
+                             kind.__name__, first)]
+            if name and name.isidentifier():
+                lines.append("dist-train: its %s timed out" % name)
+            lines.append("Current thread 0x%016x (most recent call first):"
+                         % threading.get_ident())
+            for frame in reversed(frames):
+                lines.append('  File "%s", line %s in %s'
+                             % (frame.filename, frame.lineno, frame.name))
+            os.write(fd, ("\n".join(lines) + "\n").encode(
+                "utf-8", "replace"))
+        except Exception:
+            pass
+        under(kind, value, tb)
+
+    sys.excepthook = record
 
 
 def _run_hidden_sitecustomize():

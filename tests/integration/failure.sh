@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 28
+plan 31
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -147,6 +147,35 @@ check "rank 5 killed by SIGKILL: the step ends ($(after_failure) s after the fai
 step=$(last_step)
 check "... dist-train why $step names rank 5 as killed before it could write its stacks" \
 	eval 'why "$step" && grep -q "^  rank 5: no stacks, ended by signal 9 (SIGKILL) before it could write them" "$JOBS/.why"' || show_why
+
+# A collective that timed out: rank 0 is behind (a Python loop), ranks
+# 1-3 give up waiting in their all_reduce after gloo's 5 s. The first to
+# fail only waited: srun's first line says so, and its last names rank 0.
+job_file timeout.py <<'EOF'
+#!/usr/bin/env python3
+import datetime, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
+dist.all_reduce(torch.ones(1))
+def behind():
+    while True:
+        time.sleep(0.1)
+if dist.get_rank() == 0:
+    behind()
+dist.all_reduce(torch.ones(1))
+EOF
+rm -f "$JOBS"/dist-train-*.stacks-rank-*
+run_step took srun -N2 -n4 --dist-train python3 ./timeout.py
+diag "$(first_error)"
+diag "$(grep 'was behind' "$ERR")"
+check "a gloo all_reduce that timed out: srun's first line names the first rank to give up, and says it only waited" \
+	eval 'first_error | grep -q "dist-train: rank [1-3] failed first, on n[0-9]* (local rank [0-9]*): exit code 1, [0-9.]* s after the start when its all_reduce timed out: it waited for ranks that were behind, named as the step ends; stopping the [0-9]* other ranks\{0,1\} still running"' || show_output
+step=$(last_step)
+check "... and, as the step ends, names rank 0 as behind, where it was" \
+	grep -qE "dist-train: rank 0 was behind: rank 0 was at .*/timeout\.py:[0-9]+ in behind, not in the collective the others waited in; see each rank's stacks with 'dist-train why $step'" "$ERR" || show_output
+check "... dist-train why $step names rank 0 first, and the others in the collective" \
+	eval 'why "$step" && grep -q "^Behind: rank 0, " "$JOBS/.why" &&
+	      grep -qE "^  ranks? [1-3](-[23]|,[23])*: .*/torch/distributed/.*:[0-9]+ in [a-z_]+ \(waiting in a collective\)$" "$JOBS/.why"' || show_why
 
 # The out-of-memory killer: the plugin reads the task's memory cgroup,
 # which only Slurm's task/cgroup makes; this cluster runs task/none and

@@ -131,6 +131,29 @@ static void test_last_one_running(void)
 	dt_exit_tally_free(&t);
 }
 
+/* A first failure whose collective timed out: it only waited, and the
+ * cause says so; a name that is no collective's is not taken. */
+static void test_first_timed_out(void)
+{
+	struct dt_exit_tally t;
+	struct dt_task_exit bad = task(2, 1, EXITED(1));
+	char line[512];
+
+	CU_ASSERT_FATAL(dt_exit_tally_init(&t, 4, 2, 0, true, false) == 0);
+	CU_ASSERT_EQUAL(dt_exit_tally_add(&t, &bad), 1);
+	dt_exit_tally_first_timed_out(&t, "all reduce");
+	CU_ASSERT_STRING_EQUAL(t.first_timed_out, "");
+	dt_exit_tally_first_timed_out(&t, "all_reduce");
+	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
+	CU_ASSERT_STRING_EQUAL(line, "rank 2 failed first, on n2 (local rank "
+			       "0): exit code 1, 2.0 s after the start when "
+			       "its all_reduce timed out: it waited for ranks "
+			       "that were behind, named as the step ends; "
+			       "stopping the 3 other ranks still running "
+			       "(--dist-train=fail-fast=no lets them run on)");
+	dt_exit_tally_free(&t);
+}
+
 static void test_fail_fast_off(void)
 {
 	struct dt_exit_tally t;
@@ -296,6 +319,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_record_refused),
 	UNIT_TEST(test_first_failure_stops),
 	UNIT_TEST(test_last_one_running),
+	UNIT_TEST(test_first_timed_out),
 	UNIT_TEST(test_fail_fast_off),
 	UNIT_TEST(test_elastic_minimum),
 	UNIT_TEST(test_stopped_by_slurm),

@@ -320,6 +320,44 @@ static void test_in_collective(void)
 	CU_ASSERT(!dt_stack_in_collective("<no Python frame>"));
 }
 
+/* The hook's line above an uncaught exception's frames: a collective's
+ * name only, and only before the first traceback (a frame or a later
+ * dump cannot forge it). */
+static void test_timed_out(void)
+{
+	static const char exc[] =
+		"dist-train: the stacks of rank 2 (pid 7) when SIGTERM came, "
+		"written by Python's faulthandler\n"
+		"dist-train: rank 2 (pid 7) ended by an uncaught RuntimeError: "
+		"Timed out waiting 5000ms for recv operation to complete\n"
+		"dist-train: its all_reduce timed out\n"
+		"Current thread 0x00007f0000000001 (most recent call first):\n"
+		"  File \"/usr/lib/python3/dist-packages/torch/distributed/"
+		"distributed_c10d.py\", line 2501 in all_reduce\n"
+		"  File \"/jobs/train.py\", line 9 in <module>\n";
+	static const char late[] =
+		"Current thread 0x00007f0000000001 (most recent call first):\n"
+		"  File \"/jobs/train.py\", line 9 in <module>\n"
+		"dist-train: its all_reduce timed out\n";
+	static const char odd[] = "dist-train: its all reduce; rm timed out\n";
+	char name[DT_COLLECTIVE_NAME_MAX], where[256];
+
+	CU_ASSERT_EQUAL(dt_stack_timed_out(exc, strlen(exc), name,
+					   sizeof(name)), 0);
+	CU_ASSERT_STRING_EQUAL(name, "all_reduce");
+	/* The frames are read as any rank's stacks. */
+	CU_ASSERT_EQUAL(dt_stack_where(exc, strlen(exc), where,
+				       sizeof(where)), 0);
+	CU_ASSERT(dt_stack_in_collective(where));
+	CU_ASSERT_EQUAL(dt_stack_timed_out(late, strlen(late), name,
+					   sizeof(name)), -1);
+	CU_ASSERT_EQUAL(dt_stack_timed_out(odd, strlen(odd), name,
+					   sizeof(name)), -1);
+	CU_ASSERT_EQUAL(dt_stack_timed_out(exc, strlen(exc), name, 4), -1);
+	CU_ASSERT(!dt_collective_name_ok(""));
+	CU_ASSERT(!dt_collective_name_ok("a_name_that_is_far_too_long_to_keep"));
+}
+
 /* What `dist-train why` reads back: srun's record, strictly. */
 static void test_json_record(void)
 {
@@ -576,6 +614,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_fr_refused),
 	UNIT_TEST(test_fr_memory_bounded),
 	UNIT_TEST(test_in_collective),
+	UNIT_TEST(test_timed_out),
 	UNIT_TEST(test_first_dump),
 	UNIT_TEST(test_json_record),
 	UNIT_TEST(test_json_refused),
