@@ -22,9 +22,12 @@
 # and installs them on the Debian 13 root: the files land where they do
 # on RHEL, /usr/lib64/slurm, /etc/slurm; what differs is the C library
 # and the other libraries beneath Slurm, Debian's.)
-# rolling-24.05-24.11 is a rolling upgrade's cluster: Debian 13's root
-# with its Slurm 24.11, and SchedMD's 24.05 built from source beside it in
-# /opt/slurm-24.05, for the hosts not yet upgraded (tests/rolling-upgrade.sh).
+# rolling-OLD-NEW is a rolling upgrade's cluster (tests/rolling-upgrade.sh):
+# the root of Slurm NEW (Debian 13's for 24.11, else slurm-NEW's), and
+# SchedMD's OLD built from source beside it in /opt/slurm-OLD, for the
+# hosts not yet upgraded: rolling-24.05-24.11, rolling-24.05-25.05,
+# rolling-25.05-25.11, ..., where Slurm allows the two together (NEW at
+# most three releases after OLD).
 # (Debian 13's PMIx is 5.0.7; unstable's 7 is past what Slurm's mpi/pmix
 # accepts, 2 to 6 in 26.05's configure, which is why Debian builds its
 # 26.05 without it.)
@@ -79,15 +82,17 @@ suite_ok() {
 	bookworm | trixie | sid) return 0 ;;
 	slurm-24.05 | slurm-25.05 | slurm-25.11 | slurm-26.05) return 0 ;;
 	slurm-24.05-rpm | slurm-25.05-rpm | slurm-25.11-rpm | slurm-26.05-rpm) return 0 ;;
-	rolling-24.05-24.11) return 0 ;;
-	*) die "unknown suite '$1'; valid: bookworm, trixie, sid, slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05, one of those four with -rpm (slurm-24.05-rpm), rolling-24.05-24.11" ;;
+	rolling-24.05-24.11 | rolling-24.05-25.05 | rolling-24.05-25.11 | \
+	rolling-25.05-25.11 | rolling-25.05-26.05 | rolling-25.11-26.05) return 0 ;;
+	*) die "unknown suite '$1'; valid: bookworm, trixie, sid, slurm-24.05, slurm-25.05, slurm-25.11, slurm-26.05, one of those four with -rpm (slurm-24.05-rpm), or rolling-OLD-NEW of two of them or of 24.05 and 24.11 (rolling-24.05-24.11)" ;;
 	esac
 }
 
 # The Debian suite an upstream release is built on; none for a suite.
 upstream_base() {
 	case $1 in
-	slurm-* | rolling-*) echo trixie ;;
+	rolling-*-24.11 | slurm-*) echo trixie ;;
+	rolling-*) echo "slurm-${1##*-}" ;;
 	esac
 }
 
@@ -141,10 +146,10 @@ finish_root() {
 
 # An upstream release's root: a copy of its Debian root, Debian's Slurm
 # removed, SchedMD's built from its tarball and installed in /usr/local;
-# or, for a rolling upgrade's root (rolling-OLD-NEW), Debian's Slurm kept
-# and the older release installed beside it in /opt/slurm-OLD, as the
-# hosts not upgraded yet have it: its own commands, slurmd, slurmstepd
-# and plugins.
+# or, for a rolling upgrade's root (rolling-OLD-NEW), NEW's root with its
+# Slurm kept and the older release installed beside it in /opt/slurm-OLD,
+# as the hosts not upgraded yet have it: its own commands, slurmd,
+# slurmstepd and plugins.
 prepare_upstream() {
 	local name=$1 base root=$CACHE/$1 tarball stamp pmix configure prefix purge=1 release
 	case $name in

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A rolling Slurm upgrade's cluster (tests/rolling-upgrade.sh runs it, in
-# the rolling-24.05-24.11 root): slurmctld and the upgraded nodes run the
+# a rolling-OLD-NEW root): slurmctld and the upgraded nodes run the
 # newer Slurm (this root's own), login hosts and the nodes not upgraded yet
 # the older one (DT_ROLLING_OLD, its prefix), each host loading the
 # dist-train built for its own release (DT_ROLLING_OLD_BUILD: the tree
