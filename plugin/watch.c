@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -354,16 +355,19 @@ static void say_cause(void)
  * Whether the first failed rank ended when its collective timed out, as
  * its stacks of its end say (saved beside the record before its node told
  * srun it ended, plugin/report.c): then it waited for the ranks behind,
- * and the cause says so. The user's own file only, bounded.
+ * and the cause says so. The user's own file only, bounded, and read only
+ * for an exit code of 1, Python's for an uncaught exception.
  */
 static void note_first_timeout(void)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
 	char path[DT_HELPER_PATH_MAX + 96], name[DT_COLLECTIVE_NAME_MAX];
+	int status = watch.tally.first.status;
 	size_t len;
 	char *text;
 
-	if (watch.record_off || watch.tally.torchrun)
+	if (watch.record_off || watch.tally.torchrun || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 1)
 		return;
 	snprintf(path, sizeof(path), "%s/dist-train-%s.stacks-rank-%u", dir,
 		 watch.step_text, watch.tally.first.rank);
