@@ -274,6 +274,254 @@ def _compat_store(original):
     return TCPStore
 
 
+# The step's store behind the node tree (common/store_tree.h): with
+# DIST_TRAIN_STORE=tree, init_process_group's env:// store is one that
+# reaches rank 0's through this node's relay, which the node's local rank
+# 0 runs (in a thread of the worker library's, not Python's). The frames
+# are common/store_tree.h's.
+_STORE_OPS = {"set": 1, "get": 2, "add": 3, "compare_set": 4, "wait": 5,
+              "check": 6, "delete_key": 7, "num_keys": 8, "append": 9}
+_STORE_OK, _STORE_VALUE, _STORE_INT, _STORE_TIMEOUT, _STORE_ERROR = range(
+    0x40, 0x45)
+# How many env:// stores this process made: each one's keys are its own,
+# as each of torch's is a new server (init_process_group, destroyed, then
+# again).
+_node_stores = 0
+_relay_started = False
+
+
+def _relay_name():
+    import os
+
+    return "dist-train-store-%d-%s.%s" % (
+        os.getuid(), os.environ.get("SLURM_JOB_ID", "0"),
+        os.environ.get("SLURM_STEP_ID", "0"))
+
+
+def _start_relay(host, port, rank, timeout):
+    """This node's relay, and at rank 0 the step's store, on the held
+    socket where there is one, else on PORT bound here."""
+    global _relay_started
+    import ctypes
+    import os
+    import socket
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(here),
+                                   "dist_train_worker.so"))
+    fd = -1
+    if rank == 0:
+        fd = _take_held(port)
+        if fd is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("", int(port)))
+            fd = sock.detach()
+    err = ctypes.create_string_buffer(256)
+    if lib.dist_train_store_start(
+            fd, _relay_name().encode(), str(host).encode(),
+            str(port).encode(), ctypes.c_uint(int(timeout * 1000)), err,
+            ctypes.c_size_t(len(err))) < 0:
+        raise RuntimeError(
+            "dist-train: this node's store relay did not start: %s; "
+            "rerun without DIST_TRAIN_STORE=tree to use torch's own store"
+            % err.value.decode(errors="replace"))
+    _relay_started = True
+
+
+def _node_store_class(base):
+    import os
+    import socket
+    import struct
+    import threading
+    import time
+
+    class NodeStore(base):
+        """torch.distributed.Store over this node's relay."""
+
+        def __init__(self, prefix, timeout):
+            super().__init__()
+            self._prefix = prefix.encode()
+            self._timeout = timeout
+            self._lock = threading.Lock()
+            self._id = 0
+            self._sock = self._connect(timeout)
+
+        def _connect(self, timeout):
+            deadline = time.monotonic() + timeout
+            pause = 0.002
+            while True:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect("\0" + _relay_name())
+                    pid, uid, gid = struct.unpack(
+                        "3i", sock.getsockopt(socket.SOL_SOCKET,
+                                              socket.SO_PEERCRED, 12))
+                    if uid != os.getuid():
+                        raise RuntimeError(
+                            "dist-train: this node's store relay is a "
+                            "process of another user (uid %d, pid %d): "
+                            "rerun without DIST_TRAIN_STORE=tree"
+                            % (uid, pid))
+                    return sock
+                except OSError:
+                    sock.close()
+                    if time.monotonic() >= deadline:
+                        raise RuntimeError(
+                            "dist-train: this node's store relay did not "
+                            "start within %d s (it runs in the node's "
+                            "local rank 0: see its messages)" % timeout)
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.1)
+
+        def _key(self, key):
+            return self._prefix + (key.encode() if isinstance(key, str)
+                                   else bytes(key))
+
+        @staticmethod
+        def _bytes(value):
+            return value.encode() if isinstance(value, str) else bytes(value)
+
+        @staticmethod
+        def _str(b):
+            return struct.pack("<I", len(b)) + b
+
+        def _ms(self):
+            return max(1, int(self._timeout * 1000))
+
+        def _call(self, op, body, what):
+            with self._lock:
+                self._id = self._id % 0xFFFFFFFF + 1
+                frame = struct.pack("<IIB", len(body) + 5, self._id,
+                                    _STORE_OPS[op]) + body
+                self._sock.sendall(frame)
+                while True:
+                    head = self._recv(9)
+                    length, ident, kind = struct.unpack("<IIB", head)
+                    payload = self._recv(length - 5)
+                    if ident == self._id:
+                        break
+            if kind == _STORE_TIMEOUT:
+                raise RuntimeError(
+                    "dist-train: timed out after %d s waiting for %s in "
+                    "the step's store" % (self._timeout, what))
+            if kind == _STORE_ERROR:
+                raise RuntimeError("dist-train: the step's store refused "
+                                   "%s: %s" % (op, payload[4:].decode(
+                                       errors="replace")))
+            if kind == _STORE_VALUE:
+                return payload[4:]
+            if kind == _STORE_INT:
+                return struct.unpack("<q", payload)[0]
+            return None
+
+        def _recv(self, n):
+            data = b""
+            while len(data) < n:
+                chunk = self._sock.recv(n - len(data))
+                if not chunk:
+                    raise RuntimeError(
+                        "dist-train: this node's store relay went away "
+                        "(its process, the node's local rank 0, ended?)")
+                data += chunk
+            return data
+
+        def set(self, key, value):
+            self._call("set", self._str(self._key(key)) +
+                       self._str(self._bytes(value)), "set")
+
+        def get(self, key):
+            return self._call("get", struct.pack("<I", self._ms()) +
+                              self._str(self._key(key)), "key %r" % key)
+
+        def add(self, key, amount):
+            return self._call("add", struct.pack("<q", int(amount)) +
+                              self._str(self._key(key)), "add")
+
+        def compare_set(self, key, expected, desired):
+            return self._call("compare_set", self._str(self._key(key)) +
+                              self._str(self._bytes(expected)) +
+                              self._str(self._bytes(desired)), "compare_set")
+
+        def _keys(self, keys):
+            return struct.pack("<I", len(keys)) + b"".join(
+                self._str(self._key(k)) for k in keys)
+
+        def wait(self, keys, timeout=None):
+            ms = self._ms()
+            if timeout is not None:
+                ms = max(1, int(timeout.total_seconds() * 1000))
+            self._call("wait", struct.pack("<I", ms) + self._keys(keys),
+                       "keys %r" % (list(keys),))
+
+        def check(self, keys):
+            return bool(self._call("check", self._keys(keys), "check"))
+
+        def delete_key(self, key):
+            return bool(self._call("delete_key", self._str(self._key(key)),
+                                   "delete_key"))
+
+        def num_keys(self):
+            # Of every store this step made: torch's counts its own only.
+            return self._call("num_keys", b"", "num_keys")
+
+        def append(self, key, value):
+            self._call("append", self._str(self._key(key)) +
+                       self._str(self._bytes(value)), "append")
+
+        def multi_get(self, keys):
+            return [self.get(k) for k in keys]
+
+        def multi_set(self, keys, values):
+            for k, v in zip(keys, values):
+                self.set(k, v)
+
+        def set_timeout(self, timeout):
+            self._timeout = timeout.total_seconds()
+            super().set_timeout(timeout)
+
+    return NodeStore
+
+
+_node_store_type = None
+_node_store_objects = []
+
+
+def _tree_store(create):
+    """init_process_group's env:// store, through this node's relay."""
+
+    def create_c10d_store(hostname, port, rank, world_size, timeout, *args,
+                          **kwargs):
+        global _node_stores, _node_store_type
+        import os
+
+        if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) or
+                os.environ.get("LOCAL_RANK") is None):
+            return create(hostname, port, rank, world_size, timeout, *args,
+                          **kwargs)
+        seconds = timeout.total_seconds()
+        if os.environ.get("LOCAL_RANK") == "0" and not _relay_started:
+            _start_relay(hostname, port, rank, seconds)
+        if _node_store_type is None:
+            import torch.distributed as dist
+            _node_store_type = _node_store_class(dist.Store)
+        _node_stores += 1
+        store = _node_store_type("%d/" % _node_stores, seconds)
+        # Kept: torch holds only the C++ half, and a Python subclass's
+        # methods go with its Python object ("Tried to call pure virtual
+        # function").
+        _node_store_objects.append(store)
+        return store
+
+    create_c10d_store._dist_train = True
+    return create_c10d_store
+
+
+def _os_environ_get(name):
+    import os
+    return os.environ.get(name)
+
+
 _stores = {}
 
 
@@ -376,6 +624,11 @@ def _patch(module):
             callable(getattr(module, "init_process_group", None)) and
             not getattr(module.init_process_group, "_dist_train", False)):
         module.init_process_group = _nccl_dump_pipe(module.init_process_group)
+    if (module.__name__ == "torch.distributed.rendezvous" and
+            _os_environ_get("DIST_TRAIN_STORE") == "tree" and
+            callable(getattr(module, "_create_c10d_store", None)) and
+            not getattr(module._create_c10d_store, "_dist_train", False)):
+        module._create_c10d_store = _tree_store(module._create_c10d_store)
     if module.__name__ in ("subprocess", "multiprocessing.util"):
         _pass_held(module)
         return
