@@ -357,6 +357,7 @@ struct dt_store_loop {
 	uint64_t next_tick;
 	struct relay **relays;
 	size_t nrelays;
+	uint8_t scratch[READ_CHUNK];
 	char err[256];
 };
 
@@ -870,18 +871,20 @@ static int relay_answer(struct dt_store_loop *l, struct relay *r,
 
 /* ---- the loop ---- */
 
-static int handle_frames(struct dt_store_loop *l, struct conn *c)
+/* The whole frames in B, from C. */
+static int handle_frames(struct dt_store_loop *l, struct conn *c,
+			 struct buf *b)
 {
-	while (c->in.len - c->in.off >= 4) {
-		uint8_t *f = c->in.p + c->in.off;
+	while (b->len - b->off >= 4) {
+		uint8_t *f = b->p + b->off;
 		uint32_t n = get_u32(f);
 		int rc;
 
 		if (n < DT_STORE_HEADER - 4 || n > DT_STORE_FRAME_MAX)
 			return -1;
-		if (c->in.len - c->in.off < (size_t)n + 4)
+		if (b->len - b->off < (size_t)n + 4)
 			break;
-		c->in.off += (size_t)n + 4;
+		b->off += (size_t)n + 4;
 		if (c->kind == SERVER_CONN)
 			rc = serve(l, c, f, (size_t)n + 4);
 		else if (c->kind == RELAY_CLIENT)
@@ -894,25 +897,45 @@ static int handle_frames(struct dt_store_loop *l, struct conn *c)
 	return 0;
 }
 
+/*
+ * Read what C has: into the loop's one buffer, and only a frame's part
+ * that has not come whole is kept with C (thousands of connections, each
+ * idle but for a few small frames, need no buffer of their own).
+ */
 static int conn_read(struct dt_store_loop *l, struct conn *c)
 {
 	for (;;) {
+		struct buf *b = &c->in, scratch = { l->scratch, 0, 0, 0 };
 		ssize_t got;
 
-		if (buf_reserve(&c->in, READ_CHUNK) < 0)
+		if (c->in.off == c->in.len) {
+			c->in.off = c->in.len = 0;
+			b = &scratch;
+		} else if (buf_reserve(&c->in, READ_CHUNK) < 0) {
 			return -1;
-		got = read(c->fd, c->in.p + c->in.len, READ_CHUNK);
-		if (got > 0) {
-			c->in.len += (size_t)got;
-			if (handle_frames(l, c) < 0)
-				return -1;
-			continue;
 		}
+		got = read(c->fd, b->p + b->len, READ_CHUNK);
 		if (got == 0)
 			return -1;
-		if (errno == EINTR)
-			continue;
-		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		}
+		b->len += (size_t)got;
+		if (handle_frames(l, c, b) < 0)
+			return -1;
+		if (b == &scratch && scratch.off < scratch.len) {
+			if (buf_reserve(&c->in, scratch.len - scratch.off) < 0)
+				return -1;
+			memcpy(c->in.p, scratch.p + scratch.off,
+			       scratch.len - scratch.off);
+			c->in.len = scratch.len - scratch.off;
+		}
+		if (c->in.len == 0 && c->in.cap > READ_CHUNK) {
+			free(c->in.p);	/* a large frame's, done */
+			memset(&c->in, 0, sizeof(c->in));
+		}
 	}
 }
 
