@@ -19,6 +19,12 @@
 #   unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
 #   store only; torchrun's agent and workers make theirs without reading
 #   it. So a TCPStore that fails for want of libuv is made again without.
+# - With DIST_TRAIN_STORE=tree in the environment, init_process_group's
+#   env:// store is the step's store behind the node tree
+#   (common/store_tree.h): each rank's calls go to its node's relay, which
+#   the node's local rank 0 runs in a thread of the worker library's, and
+#   rank 0's relay also serves the store on the held port. torchrun's
+#   workers keep their agent's store.
 # - torchrun's agents read the rendezvous state from their store with
 #   pickle: here only the classes of a rendezvous state may be unpickled,
 #   so that a state another program wrote there cannot run code.
