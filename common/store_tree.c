@@ -1109,6 +1109,7 @@ int dt_store_loop_run(struct dt_store_loop *l, volatile int *stop, char *err,
 		struct conn *c, *next;
 
 		if (n < 0 && errno != EINTR) {
+			/* message: the caller names the fix (helper/store_node.c) */
 			snprintf(l->err, sizeof(l->err), "epoll: %s",
 				 strerror(errno));
 			rc = -1;
@@ -1120,6 +1121,8 @@ int dt_store_loop_run(struct dt_store_loop *l, volatile int *stop, char *err,
 				continue;
 			if (c->kind == SERVER_LISTEN || c->kind == RELAY_LISTEN) {
 				if (accept_all(l, c) < 0) {
+					/* message: the caller names the fix
+					 * (helper/store_node.c) */
 					snprintf(l->err, sizeof(l->err),
 						 "accept: %s", strerror(errno));
 					rc = -1;

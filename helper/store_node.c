@@ -49,6 +49,7 @@ static int connect_upstream(const char *host, const char *port,
 
 	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "cannot resolve %s: %s", host,
 			 gai_strerror(rc));
 		return -1;
@@ -69,6 +70,7 @@ static int connect_upstream(const char *host, const char *port,
 		usleep(pause_ms * 1000);
 		pause_ms = pause_ms < 200 ? pause_ms * 2 : 200;
 	}
+	/* message: the caller names the fix (helper/python/sitecustomize.py) */
 	snprintf(err, errlen, "the step's store at %s:%s did not answer in "
 		 "%u s (%s)", host, port, timeout_ms / 1000, strerror(why));
 done:
@@ -85,7 +87,8 @@ static void *run_store(void *arg)
 	    err[0])
 		dprintf(STDERR_FILENO, "dist-train: this node's store relay "
 			"stopped: %s; the step's ranks on this node fail their "
-			"next store call\n", err);
+			"next store call: rerun without DIST_TRAIN_STORE=tree to "
+			"use torch's own store\n", err);
 	return NULL;
 }
 
@@ -106,20 +109,24 @@ EXPORT int dist_train_store_start(int server_fd, const char *name,
 	pthread_attr_t attr;
 
 	if (store_loop) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "this process runs its node's relay "
 			 "already");
 		return -1;
 	}
 	if (len + 1 > sizeof(sun.sun_path)) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "the relay's name is too long");
 		return -1;
 	}
 	store_loop = dt_store_loop_new();
 	if (!store_loop) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "out of memory or descriptors");
 		return -1;
 	}
 	if (server_fd >= 0 && dt_store_loop_serve(store_loop, server_fd) < 0) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "cannot serve on the step's port: %s",
 			 strerror(errno));
 		goto fail;
@@ -134,12 +141,14 @@ EXPORT int dist_train_store_start(int server_fd, const char *name,
 	    bind(unix_fd, (struct sockaddr *)&sun,
 		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len))
 	    < 0 || listen(unix_fd, 4096) < 0) {
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "cannot listen for this node's ranks: "
 			 "%s", strerror(errno));
 		goto fail;
 	}
 	if (dt_store_loop_relay(store_loop, unix_fd, up_fd) < 0) {
 		unix_fd = up_fd = -1;	/* closed there */
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -148,6 +157,7 @@ EXPORT int dist_train_store_start(int server_fd, const char *name,
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&thread, &attr, run_store, NULL)) {
 		pthread_attr_destroy(&attr);
+		/* message: the caller names the fix (helper/python/sitecustomize.py) */
 		snprintf(err, errlen, "cannot start its thread");
 		goto fail;
 	}
