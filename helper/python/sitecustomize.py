@@ -297,11 +297,15 @@ _relay_started = False
 
 
 def _relay_name():
+    """The node's relay's abstract socket: the node's name in it too, as
+    several slurmd of one host (multiple_slurmd) share its namespace."""
     import os
+    import socket
 
-    return "dist-train-store-%d-%s.%s" % (
+    return "dist-train-store-%d-%s.%s-%s" % (
         os.getuid(), os.environ.get("SLURM_JOB_ID", "0"),
-        os.environ.get("SLURM_STEP_ID", "0"))
+        os.environ.get("SLURM_STEP_ID", "0"),
+        os.environ.get("SLURMD_NODENAME") or socket.gethostname())
 
 
 def _start_relay(host, port, rank, timeout):
