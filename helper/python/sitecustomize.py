@@ -322,7 +322,12 @@ def _start_relay(host, port, rank, timeout):
     fd = -1
     if rank == 0:
         fd = _take_held(port)
-        if fd is None:
+        if fd is not None:
+            # As for torch's store: the connections it accepts must leave
+            # the port reusable behind them (TIME_WAIT), or the next step
+            # given this port finds it taken.
+            _listen(fd)
+        else:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("", int(port)))
