@@ -1018,8 +1018,8 @@ static int accept_all(struct dt_store_loop *l, struct conn *lc)
 			struct ucred cred;
 			socklen_t len = sizeof(cred);
 
-			/* The folder is the job user's alone; the kernel's
-			 * word on the peer is the second lock. */
+			/* An abstract socket has no folder to lock: the
+			 * kernel's word on the peer is the lock. */
 			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred,
 				       &len) < 0 || cred.uid != geteuid()) {
 				close(fd);

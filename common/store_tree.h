@@ -12,9 +12,9 @@
  * - the server, in rank 0's process, on the step's held port: the store
  *   guard (helper/store_guard.c) admits only the step's own connections
  *   to it, as it does for torch's store;
- * - a relay, in each node's local rank 0, on a Unix socket in a folder
- *   only the job's user can enter, that also checks each connecting
- *   process's user (SO_PEERCRED);
+ * - a relay, in each node's local rank 0, on an abstract Unix socket
+ *   (nothing left in a folder), that admits only processes of the job's
+ *   user (SO_PEERCRED; each rank checks the relay's user the same way);
  * - each rank's client, the Python hook's store (a torch.distributed.Store
  *   subclass), which speaks the frames below to its node's relay.
  *
