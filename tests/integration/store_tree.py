@@ -1,0 +1,25 @@
+# The step's store behind the node tree (DIST_TRAIN_STORE=tree): a gloo
+# all_reduce, a second process group, a barrier, then the whole start
+# again after destroy_process_group (a new store's keys are its own).
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+
+for attempt in (1, 2):
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t)
+    evens = dist.new_group(list(range(0, world, 2)))
+    sub = torch.tensor([1.0])
+    if rank % 2 == 0:
+        dist.all_reduce(sub, group=evens)
+    dist.barrier()
+    hook = sys.modules.get("sitecustomize")
+    stores = len(getattr(hook, "_node_store_objects", []))
+    print(f"TREE attempt={attempt} rank={rank} world={world} "
+          f"sum={int(t.item())} evens={int(sub.item())} stores={stores} "
+          f"host={socket.gethostname()}", flush=True)
+    dist.destroy_process_group()
