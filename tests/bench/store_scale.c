@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../../common/store_tree.h"
+#include "../peak_memory.h"
 
 #define INIT_KEY "init/"
 #define BARRIER_KEY "/default_pg/store_based_barrier_key:1"
@@ -491,18 +492,10 @@ static void connected(struct rank *r)
 
 static long peak_kb(pid_t pid)
 {
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmHWM:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
+	return peak_memory_kb_at(path);
 }
 
 /* The tree's server, in a process of its own, on PORT; it says when it

@@ -127,29 +127,33 @@ static void *run(void *loop)
 	return NULL;
 }
 
+/* NAME's abstract address, and its length. */
+static socklen_t abstract(struct sockaddr_un *a, const char *name)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path + 1, name, strlen(name));
+	return (socklen_t)(sizeof(sa_family_t) + 1 + strlen(name));
+}
+
 static int relay_socket(const char *name)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct sockaddr_un a;
+	socklen_t len = abstract(&a, name);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
-	memcpy(a.sun_path + 1, name, strlen(name));
-	if (bind(fd, (struct sockaddr *)&a,
-		 (socklen_t)(sizeof(sa_family_t) + 1 + strlen(name))) < 0 ||
-	    listen(fd, 16) < 0)
+	if (bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, 16) < 0)
 		return -1;
 	return fd;
 }
 
 static int rank_socket(const char *name)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct sockaddr_un a;
+	socklen_t len = abstract(&a, name);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
-	memcpy(a.sun_path + 1, name, strlen(name));
-	if (connect(fd, (struct sockaddr *)&a,
-		    (socklen_t)(sizeof(sa_family_t) + 1 + strlen(name))) < 0)
-		return -1;
-	return fd;
+	return connect(fd, (struct sockaddr *)&a, len) < 0 ? -1 : fd;
 }
 
 static bool read_all(int fd, uint8_t *p, size_t len)
