@@ -444,11 +444,12 @@ static void start_rank(struct rank *r)
 			usleep(1000);	/* its relay not up yet */
 	} else {
 		/* From 127.0.0.1, not the node's address: torch 2.x's server
-		 * asks the name service for each peer's name, and here none
-		 * answers for the simulated nodes' addresses (a 5 s wait each,
-		 * where real nodes' names resolve). One address gives each
-		 * connection a port of its own up to about 28,000, more than
-		 * torch's store can hold here (its open files). */
+		 * stalls 5 s once some 60 connections come from 127.1.x.y
+		 * addresses (a lookup of each peer's name, likely; real
+		 * nodes' names resolve), never from 127.0.0.1. One address
+		 * gives each connection a port of its own up to about
+		 * 28,000, more than torch's store can hold here (its open
+		 * files). */
 		struct sockaddr_in dst = { .sin_family = AF_INET,
 					   .sin_port = htons(sim.port) };
 
