@@ -126,6 +126,7 @@ int dt_store_parse_request(const uint8_t *buf, size_t len,
 		req->keys_end = c.p;
 		break;
 	case DT_STORE_DELETE:
+	case DT_STORE_DROPPED:
 		req->key = take_str(&c, DT_STORE_KEY_MAX);
 		break;
 	case DT_STORE_NUM_KEYS:
@@ -222,6 +223,34 @@ struct entry {
 	struct waiter *waiters;
 	struct sub { int fd; uint32_t gen; } *subs;	/* copies held */
 	size_t nsubs, capsubs;
+	struct fence *fence;	/* the server: a write waits for copies */
+	struct deferred *deferred, **deferred_tail;	/* meanwhile */
+};
+
+/*
+ * A write held until every relay with a copy of its key dropped it: its
+ * answer, and the relays yet to say so.
+ */
+struct fence {
+	struct fence *next, *prev;	/* the loop's */
+	struct entry *e;
+	uint32_t id;
+	int fd;
+	uint32_t gen, answer_id;
+	uint8_t kind;
+	uint8_t *body;
+	size_t len;
+	struct sub *waiting;
+	size_t nwaiting;
+};
+
+/* A request that touched a fenced key: served once the fence is gone. */
+struct deferred {
+	struct deferred *next;
+	int fd;
+	uint32_t gen;
+	size_t len;
+	uint8_t frame[];
 };
 
 struct table {
@@ -283,7 +312,13 @@ static void table_free(struct table *t)
 
 	for (i = 0; i < t->nbuckets; i++)
 		for (e = t->buckets[i]; e; e = next) {
+			struct deferred *d, *dn;
+
 			next = e->next;
+			for (d = e->deferred; d; d = dn) {
+				dn = d->next;
+				free(d);
+			}
 			free(e->key);
 			free(e->val);
 			free(e->subs);
@@ -354,6 +389,8 @@ struct dt_store_loop {
 	struct table keys;	/* the server's */
 	size_t present;
 	struct waiter *timers;
+	struct fence *fences;
+	uint32_t next_fence;
 	uint64_t next_tick;
 	struct relay **relays;
 	size_t nrelays;
@@ -536,20 +573,15 @@ static int serve_wait(struct dt_store_loop *l, struct conn *c,
 		      const struct dt_store_request *req, const uint8_t *frame,
 		      size_t len);
 
-/* E changed: copies elsewhere are stale; parked reads of it may go on. */
-static int changed(struct dt_store_loop *l, struct entry *e)
+/* E changed and may be seen: parked reads of it go on. */
+static int wake(struct dt_store_loop *l, struct entry *e)
 {
 	struct waiter *w, *next;
 	struct dt_store_request req;
-	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < e->nsubs; i++)
-		rc |= send_str(l, conn_of(l, e->subs[i].fd, e->subs[i].gen),
-			       0, DT_STORE_INVALIDATE, e->key, e->klen);
-	e->nsubs = 0;
 	if (!e->present)
-		return rc;
+		return 0;
 	w = e->waiters;
 	e->waiters = NULL;
 	for (; w; w = next) {
@@ -573,6 +605,144 @@ static int changed(struct dt_store_loop *l, struct entry *e)
 		waiter_free(w);
 	}
 	return rc;
+}
+
+static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
+		 size_t len);
+
+/* The fence on E is down: the writer's answer, the parked reads, then
+ * what waited for it, in order (one may raise a fence again). */
+static int fence_down(struct dt_store_loop *l, struct entry *e)
+{
+	struct fence *f = e->fence;
+	struct deferred *d, *next;
+	int rc;
+
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		l->fences = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	e->fence = NULL;
+	rc = send_frame(l, conn_of(l, f->fd, f->gen), f->answer_id, f->kind,
+			f->body, f->len, NULL, 0);
+	free(f->body);
+	free(f->waiting);
+	free(f);
+	rc |= wake(l, e);
+	d = e->deferred;
+	e->deferred = NULL;
+	e->deferred_tail = NULL;
+	for (; d; d = next) {
+		struct conn *c = conn_of(l, d->fd, d->gen);
+
+		next = d->next;
+		if (c && serve(l, c, d->frame, d->len) < 0)
+			conn_close(l, c);
+		free(d);
+	}
+	return rc;
+}
+
+/*
+ * E changed (written by C's request ID): answer KIND with BODY now where no
+ * relay holds a copy; else raise a fence, tell each relay, and answer
+ * once all have dropped theirs.
+ */
+static int settle(struct dt_store_loop *l, struct entry *e, struct conn *c,
+		  uint32_t id, uint8_t kind, const void *body1, size_t len1,
+		  const void *body2, size_t len2)
+{
+	size_t i, len = len1 + len2;
+	struct fence *f;
+	int rc = 0;
+
+	if (e->nsubs == 0)
+		return send_frame(l, c, id, kind, body1, len1, body2, len2) |
+		       wake(l, e);
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->waiting = calloc(e->nsubs, sizeof(*f->waiting))) ||
+	    (len && !(f->body = malloc(len)))) {
+		if (f)
+			free(f->waiting);
+		free(f);
+		return -1;
+	}
+	if (len1)
+		memcpy(f->body, body1, len1);
+	if (len2)
+		memcpy(f->body + len1, body2, len2);
+	f->len = len;
+	f->kind = kind;
+	f->e = e;
+	f->fd = c->fd;
+	f->gen = c->gen;
+	f->answer_id = id;
+	if (++l->next_fence == 0)
+		l->next_fence = 1;
+	f->id = l->next_fence;
+	for (i = 0; i < e->nsubs; i++) {
+		struct conn *to = conn_of(l, e->subs[i].fd, e->subs[i].gen);
+		size_t k;
+
+		for (k = 0; to && k < f->nwaiting; k++)
+			if (f->waiting[k].fd == to->fd &&
+			    f->waiting[k].gen == to->gen)
+				to = NULL;	/* asked twice, told once */
+		if (!to)
+			continue;
+		f->waiting[f->nwaiting++] = e->subs[i];
+		rc |= send_str(l, to, f->id, DT_STORE_INVALIDATE, e->key,
+			       e->klen);
+	}
+	e->nsubs = 0;
+	f->next = l->fences;
+	if (l->fences)
+		l->fences->prev = f;
+	l->fences = f;
+	e->fence = f;
+	if (f->nwaiting == 0)
+		return rc | fence_down(l, e);
+	return rc;
+}
+
+/* Relay FD, GEN no longer holds a copy under fence F (it said so, or it
+ * is gone). */
+static int fence_told(struct dt_store_loop *l, struct fence *f, int fd,
+		      uint32_t gen)
+{
+	size_t k;
+
+	for (k = 0; k < f->nwaiting; k++)
+		if (f->waiting[k].fd == fd && f->waiting[k].gen == gen) {
+			f->waiting[k] = f->waiting[--f->nwaiting];
+			if (f->nwaiting == 0)
+				return fence_down(l, f->e);
+			break;
+		}
+	return 0;
+}
+
+/* Hold FRAME from C until the fence on E is down. */
+static int defer(struct entry *e, struct conn *c, const uint8_t *frame,
+		 size_t len)
+{
+	struct deferred *d = malloc(sizeof(*d) + len);
+
+	if (!d)
+		return -1;
+	d->next = NULL;
+	d->fd = c->fd;
+	d->gen = c->gen;
+	d->len = len;
+	memcpy(d->frame, frame, len);
+	if (e->deferred_tail)
+		*e->deferred_tail = d;
+	else
+		e->deferred = d;
+	e->deferred_tail = &d->next;
+	return 0;
 }
 
 static int serve_wait(struct dt_store_loop *l, struct conn *c,
@@ -611,11 +781,33 @@ static int set_value(struct entry *e, const void *p, size_t len, bool append)
 	return 0;
 }
 
+/* The fenced key among those REQ touches, if any. */
+static struct entry *fenced(struct dt_store_loop *l,
+			    const struct dt_store_request *req)
+{
+	struct entry *e = NULL;
+	uint32_t i;
+
+	if (req->op == DT_STORE_WAIT || req->op == DT_STORE_CHECK) {
+		for (i = 0; i < req->nkeys; i++) {
+			e = table_find(&l->keys, dt_store_request_key(req, i),
+				       false);
+			if (e && e->fence)
+				return e;
+		}
+		return NULL;
+	}
+	if (req->key.p)
+		e = table_find(&l->keys, req->key, false);
+	return e && e->fence ? e : NULL;
+}
+
 static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 		 size_t len)
 {
 	struct dt_store_request req;
 	struct entry *e = NULL;
+	uint8_t b[8], n4[4];
 	bool write, was;
 	char num[32];
 	long long v;
@@ -623,7 +815,15 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 
 	if (dt_store_parse_request(frame, len, &req) < 0)
 		return -1;
-	if (req.key.p || req.op == DT_STORE_SET || req.op == DT_STORE_GET) {
+	if (req.op == DT_STORE_DROPPED) {
+		e = table_find(&l->keys, req.key, false);
+		if (e && e->fence && e->fence->id == req.id)
+			return fence_told(l, e->fence, c->fd, c->gen);
+		return 0;
+	}
+	if ((e = fenced(l, &req)))
+		return defer(e, c, frame, len);
+	if (req.key.p) {
 		bool create = req.op != DT_STORE_DELETE;
 
 		e = table_find(&l->keys, req.key, create);
@@ -639,8 +839,7 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 			return -1;
 		e->present = true;
 		l->present += !was;
-		return changed(l, e) |
-		       send_frame(l, c, req.id, DT_STORE_OK, NULL, 0, NULL, 0);
+		return settle(l, e, c, req.id, DT_STORE_OK, NULL, 0, NULL, 0);
 	case DT_STORE_GET:
 		if (e->present)
 			return answer_value(l, c, req.id, e);
@@ -666,13 +865,14 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 			return -1;
 		e->present = true;
 		l->present += !was;
-		return changed(l, e) | send_int(l, c, req.id, v);
+		put_u32(b, (uint32_t)(uint64_t)v);
+		put_u32(b + 4, (uint32_t)((uint64_t)v >> 32));
+		return settle(l, e, c, req.id, DT_STORE_INT, b, 8, NULL, 0);
 	}
 	case DT_STORE_CAS: {
 		struct dt_store_str cur = { e->val, (uint32_t)e->vlen };
 		struct dt_store_str out = dt_store_cas_result(
 			was, cur, req.expected, req.value, &write);
-		int rc;
 
 		if (!write)
 			return send_str(l, c, req.id, DT_STORE_VALUE, out.p,
@@ -681,9 +881,9 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 			return -1;
 		e->present = true;
 		l->present += !was;
-		rc = changed(l, e);
-		return rc | send_str(l, c, req.id, DT_STORE_VALUE, e->val,
-				     e->vlen);
+		put_u32(n4, (uint32_t)e->vlen);
+		return settle(l, e, c, req.id, DT_STORE_VALUE, n4, 4, e->val,
+			      e->vlen);
 	}
 	case DT_STORE_WAIT:
 	case DT_STORE_CHECK:
@@ -695,10 +895,12 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 			free(e->val);
 			e->val = NULL;
 			e->vlen = 0;
-			if (changed(l, e) < 0)
-				return -1;
 		}
-		return send_int(l, c, req.id, was);
+		put_u32(b, was);
+		put_u32(b + 4, 0);
+		if (!was)
+			return send_int(l, c, req.id, 0);
+		return settle(l, e, c, req.id, DT_STORE_INT, b, 8, NULL, 0);
 	case DT_STORE_NUM_KEYS:
 		return send_int(l, c, req.id, (int64_t)l->present);
 	}
@@ -787,7 +989,8 @@ static int relay_request(struct dt_store_loop *l, struct conn *c,
 
 	/* Bounded and well-formed before it goes anywhere; nothing goes
 	 * once the server is gone (the rank's socket closes). */
-	if (!r->up || dt_store_parse_request(frame, len, &req) < 0)
+	if (!r->up || dt_store_parse_request(frame, len, &req) < 0 ||
+	    req.op == DT_STORE_DROPPED)
 		return -1;
 	if (req.op == DT_STORE_GET) {
 		e = table_find(&r->copies, req.key, true);
@@ -826,9 +1029,9 @@ static int relay_answer(struct dt_store_loop *l, struct relay *r,
 	struct dt_store_str s;
 	struct entry *e;
 
-	if (id == 0) {
-		if (frame[8] != DT_STORE_INVALIDATE)
-			return -1;
+	if (frame[8] == DT_STORE_INVALIDATE) {
+		/* The copy goes, then the server hears so: the write it
+		 * holds back may then be answered and seen. */
 		s = take_str(&cur, DT_STORE_KEY_MAX);
 		if (cur.bad)
 			return -1;
@@ -838,7 +1041,7 @@ static int relay_answer(struct dt_store_loop *l, struct relay *r,
 			free(e->val);
 			e->val = NULL;
 		}
-		return 0;
+		return send_str(l, r->up, id, DT_STORE_DROPPED, s.p, s.len);
 	}
 	pp = pend_slot(r, id);
 	if (!(p = *pp))
@@ -976,8 +1179,16 @@ static void conn_close(struct dt_store_loop *l, struct conn *c)
 		return;
 	c->dead = true;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	if (c->kind == SERVER_CONN)
+	if (c->kind == SERVER_CONN) {
+		struct fence *f, *next;
+
 		drop_waiters(l, c);
+		/* A relay gone holds no copy. */
+		for (f = l->fences; f; f = next) {
+			next = f->next;
+			fence_told(l, f, c->fd, c->gen);
+		}
+	}
 	if (c->kind == RELAY_UP)
 		relay_fail(l, c->relay);
 	/* Freed once off the dirty list (dt_store_loop_run). */
@@ -1181,6 +1392,14 @@ void dt_store_loop_free(struct dt_store_loop *l)
 	for (w = l->timers; w; w = next) {
 		next = w->all_next;
 		waiter_free(w);
+	}
+	while (l->fences) {
+		struct fence *f = l->fences;
+
+		l->fences = f->next;
+		free(f->body);
+		free(f->waiting);
+		free(f);
 	}
 	for (i = 0; i < l->nrelays; i++) {
 		struct relay *r = l->relays[i];

@@ -24,10 +24,14 @@
  *   desired; WAIT timeout_ms count keys...; CHECK count keys...; DELETE
  *   key; NUM_KEYS; APPEND key value.
  * Answers carry the request's id: OK; VALUE string; INT i64; TIMEOUT;
- * ERROR text. The server also tells a relay, with id 0, that a key it
- * holds a copy of has changed (INVALIDATE key), on the same connection
- * and before it answers the write, so a relay never answers from a copy
- * older than a write its node has seen acknowledged.
+ * ERROR text.
+ *
+ * A write to a key some relays hold a copy of is fenced: the server tells
+ * each of them (INVALIDATE key, with a fence's id), each drops its copy
+ * and says so (DROPPED key, with that id), and only then does the writer
+ * get its answer and does anyone see the new value: requests that touch
+ * the key meanwhile wait, in order. So no rank reads a value older than a
+ * write that any rank has seen complete, or seen the value of.
  */
 #ifndef DIST_TRAIN_STORE_TREE_H
 #define DIST_TRAIN_STORE_TREE_H
@@ -46,6 +50,7 @@ enum dt_store_op {
 	DT_STORE_DELETE,
 	DT_STORE_NUM_KEYS,
 	DT_STORE_APPEND,
+	DT_STORE_DROPPED,	/* a relay to the server: its copy is gone */
 };
 
 enum dt_store_answer {
