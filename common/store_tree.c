@@ -708,18 +708,18 @@ static int settle(struct dt_store_loop *l, struct entry *e, struct conn *c,
 }
 
 /* Relay FD, GEN no longer holds a copy under fence F (it said so, or it
- * is gone). */
+ * is gone). Whether the fence came down is in *DOWN. */
 static int fence_told(struct dt_store_loop *l, struct fence *f, int fd,
-		      uint32_t gen)
+		      uint32_t gen, bool *down)
 {
 	size_t k;
 
+	*down = false;
 	for (k = 0; k < f->nwaiting; k++)
 		if (f->waiting[k].fd == fd && f->waiting[k].gen == gen) {
 			f->waiting[k] = f->waiting[--f->nwaiting];
-			if (f->nwaiting == 0)
-				return fence_down(l, f->e);
-			break;
+			*down = f->nwaiting == 0;
+			return *down ? fence_down(l, f->e) : 0;
 		}
 	return 0;
 }
@@ -816,9 +816,11 @@ static int serve(struct dt_store_loop *l, struct conn *c, const uint8_t *frame,
 	if (dt_store_parse_request(frame, len, &req) < 0)
 		return -1;
 	if (req.op == DT_STORE_DROPPED) {
+		bool down;
+
 		e = table_find(&l->keys, req.key, false);
 		if (e && e->fence && e->fence->id == req.id)
-			return fence_told(l, e->fence, c->fd, c->gen);
+			return fence_told(l, e->fence, c->fd, c->gen, &down);
 		return 0;
 	}
 	if ((e = fenced(l, &req)))
@@ -1180,14 +1182,15 @@ static void conn_close(struct dt_store_loop *l, struct conn *c)
 	c->dead = true;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->kind == SERVER_CONN) {
-		struct fence *f, *next;
+		struct fence *f;
+		bool down;
 
 		drop_waiters(l, c);
-		/* A relay gone holds no copy. */
-		for (f = l->fences; f; f = next) {
-			next = f->next;
-			fence_told(l, f, c->fd, c->gen);
-		}
+		/* A relay gone holds no copy. A fence that comes down serves
+		 * what waited for it, which may change the list: start over
+		 * (this relay is off every fence it has passed). */
+		for (f = l->fences; f; f = down ? l->fences : f->next)
+			fence_told(l, f, c->fd, c->gen, &down);
 	}
 	if (c->kind == RELAY_UP)
 		relay_fail(l, c->relay);

@@ -360,6 +360,16 @@ static void test_tree(void)
 	CU_ASSERT_EQUAL(read(r2, f, 1), 0);
 	CU_ASSERT_STRING_EQUAL(get(r1, "wa", 1000, &kind), "xz");
 
+	/* A node that holds a copy goes (its relay's connection up ends):
+	 * a write on another node is not held for it. */
+	CU_ASSERT_STRING_EQUAL(get(r1, "gone", 100, &kind), "");
+	CU_ASSERT_EQUAL(set(r3, "gone", "1"), DT_STORE_OK);
+	CU_ASSERT_STRING_EQUAL(get(r1, "gone", 1000, &kind), "1");
+	CU_ASSERT_STRING_EQUAL(get(r3, "gone", 1000, &kind), "1");
+	shutdown(up1, SHUT_RDWR);
+	CU_ASSERT_EQUAL(set(r3, "gone", "2"), DT_STORE_OK);
+	CU_ASSERT_STRING_EQUAL(get(r3, "gone", 1000, &kind), "2");
+
 	close(r1);
 	close(r2);
 	close(r3);
