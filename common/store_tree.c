@@ -749,7 +749,7 @@ static int serve_wait(struct dt_store_loop *l, struct conn *c,
 		      const struct dt_store_request *req, const uint8_t *frame,
 		      size_t len)
 {
-	struct entry *e;
+	struct entry *e = NULL;
 	uint32_t i;
 
 	for (i = 0; i < req->nkeys; i++) {
@@ -764,7 +764,7 @@ static int serve_wait(struct dt_store_loop *l, struct conn *c,
 		return send_int(l, c, req->id, i == req->nkeys);
 	if (i == req->nkeys)
 		return send_frame(l, c, req->id, DT_STORE_OK, NULL, 0, NULL, 0);
-	return park(l, e, c, req, frame, len);
+	return e ? park(l, e, c, req, frame, len) : -1;
 }
 
 static int set_value(struct entry *e, const void *p, size_t len, bool append)
