@@ -404,7 +404,11 @@ def _node_store_class(base):
         def _ms(self):
             return max(1, int(self._timeout * 1000))
 
-        def _call(self, op, body, what):
+        def _call(self, op, body, what, wait_s=0):
+            # Every call ends: a relay or server that stops answering
+            # (a write held for a node that hangs) fails it a minute past
+            # the store's timeout, not never.
+            self._sock.settimeout(max(self._timeout, wait_s) + 60)
             with self._lock:
                 self._id = self._id % 0xFFFFFFFF + 1
                 frame = struct.pack("<IIB", len(body) + 5, self._id,
@@ -433,7 +437,13 @@ def _node_store_class(base):
         def _recv(self, n):
             data = b""
             while len(data) < n:
-                chunk = self._sock.recv(n - len(data))
+                try:
+                    chunk = self._sock.recv(n - len(data))
+                except socket.timeout:
+                    raise RuntimeError(
+                        "dist-train: the step's store did not answer within "
+                        "its timeout and a minute: rerun without "
+                        "DIST_TRAIN_STORE=tree to use torch's own store")
                 if not chunk:
                     raise RuntimeError(
                         "dist-train: this node's store relay went away "
@@ -467,7 +477,7 @@ def _node_store_class(base):
             if timeout is not None:
                 ms = max(1, int(timeout.total_seconds() * 1000))
             self._call("wait", struct.pack("<I", ms) + self._keys(keys),
-                       "keys %r" % (list(keys),))
+                       "keys %r" % (list(keys),), ms / 1000)
 
         def check(self, keys):
             return bool(self._call("check", self._keys(keys), "check"))
