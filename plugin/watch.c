@@ -341,14 +341,25 @@ static void find_lost_nodes(void)
 	free_search(s);
 }
 
+/*
+ * The cause, in one write(2), as srun's own error() would print it. srun's
+ * log goes through a ring buffer that writes a line in two pieces where it
+ * wraps, and the other tasks' output, which srun writes as it comes, could
+ * land in between: both lines were then broken.
+ */
 static void say_cause(void)
 {
-	char cause[512];
+	char cause[512], line[sizeof(cause) + 64];
+	int len;
 
-	if (dt_exit_cause(&watch.tally, cause, sizeof(cause)) > 0) {
+	if (dt_exit_cause(&watch.tally, cause, sizeof(cause)) <= 0)
+		return;
+	len = snprintf(line, sizeof(line), "srun: error: " DT_NAME ": %s\n",
+		       cause);
+	if (len <= 0 || (size_t)len >= sizeof(line) ||
+	    !dt_write_all(STDERR_FILENO, line, (size_t)len))
 		dt_log_error("%s", cause);
-		watch.cause_said = true;
-	}
+	watch.cause_said = true;
 }
 
 /*
