@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 int dt_python_hook(const char *worker_lib, const char *hook_dir_override,
-		   const char *pythonpath, struct dt_env *env)
+		   const char *pythonpath, bool store_tree,
+		   struct dt_env *env)
 {
 	const char *slash = strrchr(worker_lib, '/');
 	char dir[PATH_MAX], file[PATH_MAX + 32];
@@ -24,5 +25,9 @@ int dt_python_hook(const char *worker_lib, const char *hook_dir_override,
 	snprintf(file, sizeof(file), "%s/sitecustomize.py", dir);
 	if (access(file, R_OK) < 0)
 		return 0;
-	return dt_env_prepend(env, "PYTHONPATH", dir, pythonpath) < 0 ? -1 : 1;
+	if (dt_env_prepend(env, "PYTHONPATH", dir, pythonpath) < 0 ||
+	    dt_env_put(env, "DIST_TRAIN_STORE", store_tree ? "tree" : "torch",
+		       DT_ENV_SET) < 0)
+		return -1;
+	return 1;
 }

@@ -124,6 +124,18 @@ static int apply_fail_fast(struct dt_config *cfg, const char *value,
 	return parse_bool("fail-fast", value, &cfg->fail_fast, err, errlen);
 }
 
+static int apply_store(struct dt_config *cfg, const char *value,
+		       char *err, size_t errlen)
+{
+	if (!strcmp(value, "tree") || !strcmp(value, "torch")) {
+		cfg->store_tree = !strcmp(value, "tree");
+		return 0;
+	}
+	dt_errf(err, errlen, "bad value '%s' for 'store': expected tree or "
+		"torch", value);
+	return -1;
+}
+
 static int apply_record(struct dt_config *cfg, const char *value,
 			char *err, size_t errlen)
 {
@@ -445,6 +457,11 @@ static const struct setting settings[] = {
 	{ "nproc", "nproc=N", SCOPE_USER, VALUE_REQUIRED, apply_nproc,
 	  "(one per GPU, else --cpus-per-task)",
 	  "torchrun's workers per node" },
+	{ "store", "store=tree|torch", SCOPE_USER | SCOPE_SITE,
+	  VALUE_REQUIRED, apply_store, "tree",
+	  "tree: a Python program's init_process_group reaches rank 0's "
+	  "store through its node, one connection a node; torch: every rank "
+	  "connects to torch's own store on rank 0" },
 	{ "fail-fast", "fail-fast[=yes|no]", SCOPE_USER | SCOPE_SITE,
 	  VALUE_OPTIONAL, apply_fail_fast, "yes",
 	  "the first task that fails (non-zero exit, a signal) stops the "
@@ -580,6 +597,7 @@ void dt_config_init(struct dt_config *cfg)
 	cfg->timeout = DT_DEFAULT_TIMEOUT;
 	cfg->bind = DT_BIND_GPU;
 	cfg->fail_fast = true;
+	cfg->store_tree = true;
 	cfg->restarts = DT_DEFAULT_RESTARTS;
 	snprintf(cfg->helper, sizeof(cfg->helper), "%s", DT_HELPER_DEFAULT);
 	snprintf(cfg->worker_lib, sizeof(cfg->worker_lib), "%s",
@@ -643,7 +661,7 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 {
 	int n = snprintf(buf, len, "%s,verbose=%s,pmix=%s,nccl=%s,check=%s,"
 			 "timeout=%u,bind=%s,visible-gpus=%s,share-gpus=%s,"
-			 "torchrun=%s,restarts=%u",
+			 "torchrun=%s,restarts=%u,store=%s",
 			 cfg->enabled ? "on" : "off",
 			 cfg->verbose ? "yes" : "no",
 			 cfg->use_pmix ? "yes" : "no",
@@ -651,7 +669,8 @@ size_t dt_config_format_settings(const struct dt_config *cfg, char *buf,
 			 cfg->timeout, dt_bind_mode_name(cfg->bind),
 			 cfg->own_gpu_only ? "own" : "all",
 			 cfg->share_gpus ? "yes" : "no",
-			 cfg->torchrun ? "yes" : "no", cfg->restarts);
+			 cfg->torchrun ? "yes" : "no", cfg->restarts,
+			 cfg->store_tree ? "tree" : "torch");
 
 	/* elastic= and nproc= have no neutral value: only when set. */
 	if (n >= 0 && cfg->max_nodes && (size_t)n < len)

@@ -52,6 +52,9 @@ struct dt_config {
 	unsigned max_nodes;
 	unsigned restarts;	/* torchrun's --max-restarts */
 	unsigned nproc;		/* workers per node; 0: one per GPU */
+	/* init_process_group's store: through each node's relay
+	 * (helper/python/sitecustomize.py), or torch's own alone. */
+	bool store_tree;
 	/* After the start (plugin/watch.c). */
 	bool fail_fast;		/* a failed task stops the step */
 	bool record_off;	/* no record of a failed step */

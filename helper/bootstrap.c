@@ -898,7 +898,7 @@ int bootstrap_python_hook(const struct dt_config *cfg, struct dt_env *env,
 {
 	int rc = dt_python_hook(cfg->worker_lib,
 				getenv("DIST_TRAIN_PYTHON_HOOK"),
-				getenv("PYTHONPATH"), env);
+				getenv("PYTHONPATH"), cfg->store_tree, env);
 
 	if (rc < 0) {
 		helper_error("out of memory");

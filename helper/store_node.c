@@ -87,8 +87,8 @@ static void *run_store(void *arg)
 	    err[0])
 		dprintf(STDERR_FILENO, "dist-train: this node's store relay "
 			"stopped: %s; the step's ranks on this node fail their "
-			"next store call: rerun without DIST_TRAIN_STORE=tree to "
-			"use torch's own store\n", err);
+			"next store call: rerun with --dist-train=store=torch "
+			"to use torch's own store\n", err);
 	return NULL;
 }
 

@@ -218,7 +218,8 @@ static void set_node_env(spank_t sp, struct plugin_state *st,
 	if (task_train_env(st, first_rank, 0, step_id, dt_envp_getenv, env,
 			   &task, err, sizeof(err)) < 0 ||
 	    dt_python_hook(st->step.worker_lib, NULL,
-			   dt_envp_get(env, "PYTHONPATH"), &task) < 0 ||
+			   dt_envp_get(env, "PYTHONPATH"),
+			   st->step.store_tree, &task) < 0 ||
 	    dt_node_env_from(&task, dt_envp_getenv, env, &st->node_env) < 0)
 		goto out;
 	for (size_t i = 0; i < st->node_env.set.count;) {

@@ -480,7 +480,8 @@ set:
 	/* torch's store: see common/python_hook.h. */
 	node_view(&view, st, envp);
 	hook = dt_python_hook(st->step.worker_lib, NULL,
-			      dt_node_env_getenv("PYTHONPATH", &view), &env);
+			      dt_node_env_getenv("PYTHONPATH", &view),
+			      st->step.store_tree, &env);
 	if (hook < 0 || exit_stacks_task(sp, st, &env) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;

@@ -19,12 +19,14 @@
 #   unstable's 2.14 are. USE_LIBUV=0 reaches init_process_group's env://
 #   store only; torchrun's agent and workers make theirs without reading
 #   it. So a TCPStore that fails for want of libuv is made again without.
-# - With DIST_TRAIN_STORE=tree in the environment, init_process_group's
-#   env:// store is the step's store behind the node tree
-#   (common/store_tree.h): each rank's calls go to its node's relay, which
-#   the node's local rank 0 runs in a thread of the worker library's, and
-#   rank 0's relay also serves the store on the held port. torchrun's
-#   workers keep their agent's store.
+# - With DIST_TRAIN_STORE=tree (store=tree, the default; the plugin and
+#   dist-train exec set it), init_process_group's store for the step's
+#   own MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE is the step's store
+#   behind the node tree (common/store_tree.h): each rank's calls go to
+#   its node's relay, which the node's local rank 0 runs in a thread of
+#   the worker library's, and rank 0's relay also serves the store on the
+#   held port. torchrun's workers keep their agent's store, and a store of
+#   any other address, port or size is torch's own.
 # - torchrun's agents read the rendezvous state from their store with
 #   pickle: here only the classes of a rendezvous state may be unpickled,
 #   so that a state another program wrote there cannot run code.
@@ -281,7 +283,7 @@ def _compat_store(original):
 
 
 # The step's store behind the node tree (common/store_tree.h): with
-# DIST_TRAIN_STORE=tree, init_process_group's env:// store is one that
+# DIST_TRAIN_STORE=tree, init_process_group's store of the step is one that
 # reaches rank 0's through this node's relay, which the node's local rank
 # 0 runs (in a thread of the worker library's, not Python's). The frames
 # are common/store_tree.h's.
@@ -339,7 +341,7 @@ def _start_relay(host, port, rank, timeout):
             ctypes.c_size_t(len(err))) < 0:
         raise RuntimeError(
             "dist-train: this node's store relay did not start: %s; "
-            "rerun without DIST_TRAIN_STORE=tree to use torch's own store"
+            "rerun with --dist-train=store=torch to use torch's own store"
             % err.value.decode(errors="replace"))
     _relay_started = True
 
@@ -376,7 +378,7 @@ def _node_store_class(base):
                         raise RuntimeError(
                             "dist-train: this node's store relay is a "
                             "process of another user (uid %d, pid %d): "
-                            "rerun without DIST_TRAIN_STORE=tree"
+                            "rerun with --dist-train=store=torch"
                             % (uid, pid))
                     return sock
                 except OSError:
@@ -442,8 +444,8 @@ def _node_store_class(base):
                 except socket.timeout:
                     raise RuntimeError(
                         "dist-train: the step's store did not answer within "
-                        "its timeout and a minute: rerun without "
-                        "DIST_TRAIN_STORE=tree to use torch's own store")
+                        "its timeout and a minute: rerun with "
+                        "--dist-train=store=torch to use torch's own store")
                 if not chunk:
                     raise RuntimeError(
                         "dist-train: this node's store relay went away "
@@ -512,6 +514,27 @@ _node_store_type = None
 _node_store_objects = []
 
 
+def _the_steps_store(hostname, port, rank, world_size):
+    """Whether a store asked of init_process_group is the step's own, the
+    one the node's relay leads to: the address, port, rank and size that
+    the step's environment gives. A program that starts a world of its own
+    in each task (its own port, or WORLD_SIZE 1) gets torch's store, as do
+    torchrun's workers, whose agent has one."""
+    import os
+
+    env = os.environ
+    if (env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) or
+            env.get("LOCAL_RANK") is None):
+        return False
+    try:
+        return (str(hostname) == env.get("MASTER_ADDR") and
+                int(port) == int(env.get("MASTER_PORT", "")) and
+                int(rank) == int(env.get("RANK", "")) and
+                int(world_size) == int(env.get("WORLD_SIZE", "")))
+    except (TypeError, ValueError):
+        return False
+
+
 def _tree_store(create):
     """init_process_group's env:// store, through this node's relay."""
 
@@ -520,8 +543,7 @@ def _tree_store(create):
         global _node_stores, _node_store_type
         import os
 
-        if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) or
-                os.environ.get("LOCAL_RANK") is None):
+        if not _the_steps_store(hostname, port, rank, world_size):
             return create(hostname, port, rank, world_size, timeout, *args,
                           **kwargs)
         seconds = timeout.total_seconds()

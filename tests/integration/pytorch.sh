@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 10
+plan 12
 
 job_file allreduce.py < "$(dirname "$0")/allreduce.py"
 job_file store_tree.py < "$(dirname "$0")/store_tree.py"
@@ -21,15 +21,21 @@ check "the contrib DDP example trains on 4 nodes x 2 tasks" test $? = 0 || show_
 check "... and rank 0 reports the result" \
 	grep -q '^done: learned y = .* with 8 ranks$' "$OUT" || show_output
 
-# The step's store behind the node tree (common/store_tree.h): each
-# node's ranks through their node's relay, twice (a second start after
-# destroy_process_group), with a second process group.
-job srun -N4 -n8 --export=ALL,DIST_TRAIN_STORE=tree --dist-train /usr/bin/python3 store_tree.py
-check "DIST_TRAIN_STORE=tree: all_reduce, a second group, twice" test $? = 0 || show_output
+# The step's store behind the node tree (common/store_tree.h), the
+# default: each node's ranks through their node's relay, twice (a second
+# start after destroy_process_group), with a second process group; and
+# torch's own store with store=torch.
+job srun -N4 -n8 --dist-train /usr/bin/python3 store_tree.py
+check "store=tree (the default): all_reduce, a second group, twice" test $? = 0 || show_output
 check "... every rank got both sums, both times" \
 	test "$(count_lines '^TREE attempt=[12] rank=[0-7] world=8 sum=28 evens=[14] stores=[12] host=n[1-4]$')" = 16 || show_output
 check "... through the tree's store, not torch's" \
 	test "$(count_lines '^TREE attempt=2 .* stores=2 ')" = 8 || show_output
+check "... and a world of a task's own gets torch's store" \
+	test "$(count_lines '^SOLO rank=[0-7] sum=1 stores=2$')" = 8 || show_output
+job srun -N4 -n8 --dist-train=store=torch /usr/bin/python3 store_tree.py
+check "store=torch: the same through torch's own store" \
+	eval '[ "$(count_lines "^TREE attempt=[12] rank=[0-7] world=8 sum=28 evens=[14] stores=0 host=n[1-4]$")" = 16 ]' || show_output
 
 # The sbatch example in contrib/, as a user would submit it.
 job_file train.sbatch < "$TOP_SRCDIR/contrib/sbatch/train.sbatch"

@@ -1,4 +1,4 @@
-# The step's store behind the node tree (DIST_TRAIN_STORE=tree): a gloo
+# The step's store behind the node tree (store=tree): a gloo
 # all_reduce, a second process group, a barrier, then the whole start
 # again after destroy_process_group (a new store's keys are its own).
 import socket
@@ -23,3 +23,17 @@ for attempt in (1, 2):
           f"sum={int(t.item())} evens={int(sub.item())} stores={stores} "
           f"host={socket.gethostname()}", flush=True)
     dist.destroy_process_group()
+
+# A world of this task's own (its own port, one rank): torch's store, not
+# the step's tree.
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                        rank=0, world_size=1)
+t = torch.tensor([1.0])
+dist.all_reduce(t)
+stores = len(getattr(sys.modules.get("sitecustomize"), "_node_store_objects",
+                     []))
+print(f"SOLO rank={rank} sum={int(t.item())} stores={stores}", flush=True)
+dist.destroy_process_group()

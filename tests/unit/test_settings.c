@@ -12,12 +12,14 @@
 	"on, off, verbose[=yes|no], nccl[=yes|no], check[=yes|no], " \
 	"pmix[=yes|no], timeout=SECONDS, bind=gpu|numa|off, " \
 	"visible-gpus=all|own, share-gpus[=yes|no], torchrun[=yes|no], " \
-	"elastic=MIN:MAX, restarts=N, nproc=N, fail-fast[=yes|no], " \
+	"elastic=MIN:MAX, restarts=N, nproc=N, store=tree|torch, " \
+	"fail-fast[=yes|no], " \
 	"record=DIR|off"
 #define SITE_VALID \
 	"verbose[=yes|no], nccl[=yes|no], check[=yes|no], pmix[=yes|no], " \
 	"timeout=SECONDS, bind=gpu|numa|off, visible-gpus=all|own, " \
-	"share-gpus[=yes|no], restarts=N, fail-fast[=yes|no], " \
+	"share-gpus[=yes|no], restarts=N, store=tree|torch, " \
+	"fail-fast[=yes|no], " \
 	"record=DIR|off, default=on|off, " \
 	"port-range=LOW-HIGH, helper=PATH, topology=FILE, " \
 	"topology-cache=PATH|off, slurm-gpus=autodetect|minors, " \
@@ -429,14 +431,21 @@ static void test_format_round_trip(void)
 	dt_config_format_settings(&a, text, sizeof(text));
 	CU_ASSERT_STRING_EQUAL(text, "on,verbose=yes,pmix=no,nccl=yes,"
 			       "check=no,timeout=42,bind=gpu,visible-gpus=all,"
-			       "share-gpus=no,torchrun=no,restarts=3");
+			       "share-gpus=no,torchrun=no,restarts=3,"
+			       "store=tree");
 	dt_config_init(&b);
 	CU_ASSERT_EQUAL(dt_config_parse_option(&b, text, NULL, 0), 0);
 	CU_ASSERT_TRUE(a.enabled == b.enabled && a.verbose == b.verbose &&
 		       a.use_pmix == b.use_pmix && a.nccl == b.nccl &&
 		       a.check == b.check && a.timeout == b.timeout &&
 		       a.bind == b.bind && a.own_gpu_only == b.own_gpu_only &&
-		       a.share_gpus == b.share_gpus);
+		       a.share_gpus == b.share_gpus &&
+		       a.store_tree == b.store_tree);
+	/* store=torch survives too. */
+	CU_ASSERT_EQUAL(dt_config_parse_option(&a, "store=torch", NULL, 0), 0);
+	dt_config_format_settings(&a, text, sizeof(text));
+	CU_ASSERT_EQUAL(dt_config_parse_option(&b, text, NULL, 0), 0);
+	CU_ASSERT_FALSE(b.store_tree);
 }
 
 /*
@@ -479,8 +488,8 @@ static void test_documented_defaults(void)
 		CU_ASSERT_EQUAL(memcmp(&init, &set, sizeof(init)), 0);
 		checked++;
 	}
-	CU_ASSERT_EQUAL(i, 23);
-	CU_ASSERT_EQUAL(checked, 15);
+	CU_ASSERT_EQUAL(i, 24);
+	CU_ASSERT_EQUAL(checked, 16);
 	CU_ASSERT_EQUAL(dt_setting_describe(i, &info), -1);
 }
 
@@ -512,6 +521,30 @@ static void test_after_start_settings(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected yes or no"));
 }
 
+/* The step's store: through the node tree unless the user or the site
+ * says torch's own; any other value is refused by name. */
+static void test_store_setting(void)
+{
+	struct dt_config cfg;
+	char err[256];
+	char *site[] = { "store=torch" };
+
+	dt_config_init(&cfg);
+	CU_ASSERT_TRUE(cfg.store_tree);
+	CU_ASSERT_EQUAL(dt_config_parse_site(&cfg, 1, site, err,
+					     sizeof(err)), 0);
+	CU_ASSERT_FALSE(cfg.store_tree);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "store=tree", err,
+					       sizeof(err)), 0);
+	CU_ASSERT_TRUE(cfg.store_tree);
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "store=relay", err,
+					       sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "bad value 'relay' for 'store': expected "
+			       "tree or torch");
+	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "store", err,
+					       sizeof(err)), -1);
+}
+
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_defaults),
 	UNIT_TEST(test_topology_cache),
@@ -526,6 +559,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_binding_settings),
 	UNIT_TEST(test_torchrun_settings),
 	UNIT_TEST(test_after_start_settings),
+	UNIT_TEST(test_store_setting),
 	UNIT_TEST(test_step_check),
 	UNIT_TEST(test_container_check),
 	UNIT_TEST(test_format_round_trip),
