@@ -100,6 +100,19 @@ void dt_exit_tally_first_timed_out(struct dt_exit_tally *t,
 			 collective);
 }
 
+void dt_exit_tally_behind(struct dt_exit_tally *t, const char *words)
+{
+	size_t i;
+
+	for (i = 0; words[i] && i + 1 < sizeof(t->behind); i++) {
+		unsigned char c = (unsigned char)words[i];
+
+		t->behind[i] = c < 0x20 || c == 0x7f || c == '"' ||
+			       c == '\\' ? '?' : (char)c;
+	}
+	t->behind[i] = '\0';
+}
+
 void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes)
 {
 	size_t n = strlen(nodes);
@@ -193,7 +206,7 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 			     (t->running_at_stop == 1 ? "agent" : "agents") :
 			     (t->running_at_stop == 1 ? "rank" : "ranks");
 	uint32_t id = t->torchrun ? f->node_rank : f->rank;
-	char how[96], after[160], waited[160] = "";
+	char how[96], after[160], waited[DT_BEHIND_MAX + 96] = "";
 
 	if (!t->have_first)
 		return -1;
@@ -235,10 +248,13 @@ int dt_exit_cause(const struct dt_exit_tally *t, char *buf, size_t len)
 			 t->n_failed, t->n_failed == 1 ? "" : "s");
 	/* A rank whose collective timed out waited for the ones behind:
 	 * the first to give up, not the cause. */
-	if (t->first_timed_out[0])
+	if (t->first_timed_out[0] && t->behind[0])
+		snprintf(waited, sizeof(waited), " when its %s timed out, "
+			 "waiting for %s", t->first_timed_out, t->behind);
+	else if (t->first_timed_out[0])
 		snprintf(waited, sizeof(waited), " when its %s timed out: it "
-			 "waited for ranks that were behind, named as the "
-			 "step ends", t->first_timed_out);
+			 "only waited for others, and no rank's saved stacks "
+			 "show which were behind", t->first_timed_out);
 	return snprintf(buf, len, "%s %u failed first, on %s (local rank "
 			"%u): %s, %.1f s after the start%s; %s", what, id,
 			f->node, f->local_rank, how, (double)f->after_ms / 1e3,
@@ -308,7 +324,7 @@ char *dt_exit_tally_json(const struct dt_exit_tally *t, const char *step_id)
 	const char *ended = t->ended ? t->ended :
 			    t->have_first ? "failed" : "completed";
 	struct text b = { malloc(1024), 0, 1024 };
-	char cause[512];
+	char cause[DT_BEHIND_MAX + 512];
 
 	add(&b, "{\n  \"version\": 1,\n  \"step\": \"%s\",\n  \"ended\": "
 	    "\"%s\",\n  \"tasks\": %u,\n  \"nodes\": %u,\n  \"torchrun\": "

@@ -22,6 +22,8 @@
 
 /* Longest list of lost nodes kept; longer ones end in "...". */
 #define DT_LOST_NODES_MAX 256
+/* The words on the ranks that were behind, in the cause. */
+#define DT_BEHIND_MAX 512
 
 struct dt_exit_tally {
 	uint32_t tasks;		/* the step's tasks */
@@ -55,6 +57,8 @@ struct dt_exit_tally {
 	 * ("all_reduce"), or "": that rank waited for others, and was not
 	 * the cause. */
 	char first_timed_out[DT_COLLECTIVE_NAME_MAX];
+	/* ... and the ranks it waited for, that were behind, or "". */
+	char behind[DT_BEHIND_MAX];
 };
 
 /* 0, or -1 without memory. */
@@ -95,6 +99,15 @@ void dt_exit_tally_lost_nodes(struct dt_exit_tally *t, const char *nodes);
  */
 void dt_exit_tally_first_timed_out(struct dt_exit_tally *t,
 				   const char *collective);
+
+/*
+ * The ranks the first failed rank waited for when its collective timed
+ * out (dt_exit_tally_first_timed_out), as words from their saved stacks
+ * or NCCL dumps ("rank 0, which was behind: at train.py:9 in step, not in
+ * the collective"): the cause names them. A quote, a backslash or a
+ * control character becomes '?', for the record's JSON.
+ */
+void dt_exit_tally_behind(struct dt_exit_tally *t, const char *words);
 
 /* How E ended, as words: "exit code 3", "signal 9 (SIGKILL)", "the
  * out-of-memory killer (signal 9, SIGKILL)". */

@@ -349,7 +349,7 @@ static void find_lost_nodes(void)
  */
 static void say_cause(void)
 {
-	char cause[512], line[sizeof(cause) + 64];
+	char cause[DT_BEHIND_MAX + 512], line[sizeof(cause) + 64];
 	int len;
 
 	if (dt_exit_cause(&watch.tally, cause, sizeof(cause)) <= 0)
@@ -415,9 +415,12 @@ static void hear_line(int fd, const char *line)
 		dt_exit_tally_stopped_by(&watch.tally, by, ended);
 		verdict = 0;
 	}
+	/* A first failure that only waited in a timed-out collective is
+	 * said as the step ends, with the ranks it waited for. */
 	if (verdict == 1) {
 		note_first_timeout();
-		say_cause();
+		if (!watch.tally.first_timed_out[0])
+			say_cause();
 	}
 	/* One short line into an empty socket buffer: never waits. */
 	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
@@ -719,17 +722,19 @@ static void write_record(char *path, size_t len, size_t *saved_count)
 
 /*
  * The ranks that were behind, from their stacks and NCCL dumps beside the
- * record (common/rank_evidence.h): where a collective timed out, the
- * cause, where the rank srun named first may only have been the first to
- * give up waiting for them.
+ * record (common/rank_evidence.h): where the first failed rank's
+ * collective timed out, in the cause (IN_CAUSE), which is said after;
+ * otherwise a line of their own, where the rank srun named first may only
+ * have been the first to give up waiting for them.
  */
-static void say_behind(void)
+static void find_behind(bool in_cause)
 {
 	const char *dir = watch.record_dir[0] ? watch.record_dir : ".";
 	const struct dt_rank_evidence *first;
+	const char *ranks, *were;
 	struct dt_evidence ev;
 	size_t *order = NULL, n;
-	char list[256];
+	char list[256], words[DT_BEHIND_MAX];
 
 	/* The user's own files: in a shared folder, another's file of
 	 * the same name is not believed. */
@@ -744,20 +749,36 @@ static void say_behind(void)
 		goto out;
 	dt_rank_ranges(order, n, list, sizeof(list));
 	first = &ev.ranks[order[0]];
-	if (first->collective)
+	ranks = n == 1 ? "rank" : "ranks";
+	were = n == 1 ? "was" : "were";
+	if (in_cause && first->collective && n == 1)
+		snprintf(words, sizeof(words), "rank %s, which was behind: its "
+			 "newest NCCL collective was %s, older than the "
+			 "others'", list, first->collective);
+	else if (in_cause && first->collective)
+		snprintf(words, sizeof(words), "ranks %s, which were behind: "
+			 "rank %zu's newest NCCL collective was %s, older than "
+			 "the others'", list, order[0], first->collective);
+	else if (in_cause && n == 1)
+		snprintf(words, sizeof(words), "rank %s, which was behind: at "
+			 "%s, not in the collective", list, first->where);
+	else if (in_cause)
+		snprintf(words, sizeof(words), "ranks %s, which were behind: "
+			 "rank %zu at %s, not in the collective", list,
+			 order[0], first->where);
+	else if (first->collective)
 		dt_log_info("%s %s %s behind: rank %zu's newest NCCL "
 			    "collective was %s, older than the others'; see "
-			    "each rank's with '" DT_NAME " why %s'",
-			    n == 1 ? "rank" : "ranks", list,
-			    n == 1 ? "was" : "were", order[0],
-			    first->collective, watch.step_text);
+			    "each rank's with '" DT_NAME " why %s'", ranks,
+			    list, were, order[0], first->collective,
+			    watch.step_text);
 	else
 		dt_log_info("%s %s %s behind: rank %zu was at %s, not in the "
 			    "collective the others waited in; see each rank's "
-			    "stacks with '" DT_NAME " why %s'",
-			    n == 1 ? "rank" : "ranks", list,
-			    n == 1 ? "was" : "were", order[0], first->where,
-			    watch.step_text);
+			    "stacks with '" DT_NAME " why %s'", ranks, list,
+			    were, order[0], first->where, watch.step_text);
+	if (in_cause)
+		dt_exit_tally_behind(&watch.tally, words);
 out:
 	free(order);
 	dt_evidence_free(&ev);
@@ -778,18 +799,26 @@ void watch_finish(void)
 	close(watch.wake[1]);
 	watch.listen_fd = watch.wake[0] = watch.wake[1] = -1;
 	if (watch.tally.have_first) {
+		bool timed_out;
+
 		if (watch.tally.ended && !strcmp(watch.tally.ended, "node_fail"))
 			find_lost_nodes();
 		if (!watch.cause_said) {
-			note_first_timeout();
+			if (!watch.tally.first_timed_out[0])
+				note_first_timeout();
+			timed_out = watch.tally.first_timed_out[0] != '\0';
+			if (timed_out)
+				find_behind(true);
 			say_cause();
+		} else {
+			timed_out = false;
 		}
 		if (!watch.record_off) {
 			size_t saved;
 
 			write_record(path, sizeof(path), &saved);
-			if (saved)
-				say_behind();
+			if (saved && !timed_out)
+				find_behind(false);
 			if (path[0] && saved)
 				/* message: not a problem (where the record is) */
 				dt_log_info("what happened to each task is in "

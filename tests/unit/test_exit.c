@@ -147,10 +147,23 @@ static void test_first_timed_out(void)
 	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
 	CU_ASSERT_STRING_EQUAL(line, "rank 2 failed first, on n2 (local rank "
 			       "0): exit code 1, 2.0 s after the start when "
-			       "its all_reduce timed out: it waited for ranks "
-			       "that were behind, named as the step ends; "
-			       "stopping the 3 other ranks still running "
-			       "(--dist-train=fail-fast=no lets them run on)");
+			       "its all_reduce timed out: it only waited for "
+			       "others, and no rank's saved stacks show which "
+			       "were behind; stopping the 3 other ranks still "
+			       "running (--dist-train=fail-fast=no lets them "
+			       "run on)");
+	/* The ranks it waited for, named; what would break the record's
+	 * JSON is not carried. */
+	dt_exit_tally_behind(&t, "rank 0, which was behind: at /a\"b\\c.py:9 "
+			     "in step\n, not in the collective");
+	CU_ASSERT_FATAL(dt_exit_cause(&t, line, sizeof(line)) > 0);
+	CU_ASSERT_STRING_EQUAL(line, "rank 2 failed first, on n2 (local rank "
+			       "0): exit code 1, 2.0 s after the start when "
+			       "its all_reduce timed out, waiting for rank 0, "
+			       "which was behind: at /a?b?c.py:9 in step?, not "
+			       "in the collective; stopping the 3 other ranks "
+			       "still running (--dist-train=fail-fast=no lets "
+			       "them run on)");
 	dt_exit_tally_free(&t);
 }
 
