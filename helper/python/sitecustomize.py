@@ -386,8 +386,11 @@ def _node_store_class(base):
                     if time.monotonic() >= deadline:
                         raise RuntimeError(
                             "dist-train: this node's store relay did not "
-                            "start within %d s (it runs in the node's "
-                            "local rank 0: see its messages)" % timeout)
+                            "start within %d s: it runs in the node's "
+                            "local rank 0, when that calls "
+                            "init_process_group (see its messages); if "
+                            "that rank never does, rerun with "
+                            "--dist-train=store=torch" % timeout)
                     time.sleep(pause)
                     pause = min(pause * 2, 0.1)
 
