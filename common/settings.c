@@ -62,6 +62,20 @@ static int parse_bool(const char *name, const char *value, bool *out,
 	return -1;
 }
 
+/* One of two words: *IS_SECOND says which. */
+static int parse_either(const char *name, const char *value,
+			const char *first, const char *second, bool *is_second,
+			char *err, size_t errlen)
+{
+	if (!strcmp(value, first) || !strcmp(value, second)) {
+		*is_second = !strcmp(value, second);
+		return 0;
+	}
+	dt_errf(err, errlen, "bad value '%s' for '%s': expected %s or %s",
+		value, name, first, second);
+	return -1;
+}
+
 /* A decimal in [LO, HI], nothing else. */
 static int parse_uint(const char *text, unsigned long lo, unsigned long hi,
 		      unsigned long *out)
@@ -127,13 +141,8 @@ static int apply_fail_fast(struct dt_config *cfg, const char *value,
 static int apply_store(struct dt_config *cfg, const char *value,
 		       char *err, size_t errlen)
 {
-	if (!strcmp(value, "tree") || !strcmp(value, "torch")) {
-		cfg->store_tree = !strcmp(value, "tree");
-		return 0;
-	}
-	dt_errf(err, errlen, "bad value '%s' for 'store': expected tree or "
-		"torch", value);
-	return -1;
+	return parse_either("store", value, "torch", "tree", &cfg->store_tree,
+			    err, errlen);
 }
 
 static int apply_record(struct dt_config *cfg, const char *value,
@@ -187,13 +196,8 @@ static int apply_bind(struct dt_config *cfg, const char *value,
 static int apply_visible_gpus(struct dt_config *cfg, const char *value,
 			      char *err, size_t errlen)
 {
-	if (!strcmp(value, "all") || !strcmp(value, "own")) {
-		cfg->own_gpu_only = !strcmp(value, "own");
-		return 0;
-	}
-	dt_errf(err, errlen, "bad value '%s' for 'visible-gpus': expected all "
-		"or own", value);
-	return -1;
+	return parse_either("visible-gpus", value, "all", "own",
+			    &cfg->own_gpu_only, err, errlen);
 }
 
 static int apply_share_gpus(struct dt_config *cfg, const char *value,

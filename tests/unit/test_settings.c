@@ -540,7 +540,7 @@ static void test_store_setting(void)
 	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "store=relay", err,
 					       sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "bad value 'relay' for 'store': expected "
-			       "tree or torch");
+			       "torch or tree");
 	CU_ASSERT_EQUAL(dt_config_parse_option(&cfg, "store", err,
 					       sizeof(err)), -1);
 }
