@@ -24,7 +24,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 	exit 0
 fi
 
-echo "1..11"
+echo "1..12"
 # USE_LIBUV is not set: the hook must make the store without libuv itself
 # where torch lacks it. Each script takes a port the kernel says is free
 # (other stacks' tests may run beside this one).
@@ -352,5 +352,34 @@ if grep -qx "plain 15 True 0 1 True" <<<"$out" && grep -qx "handler exit 7 True 
 	echo "ok 11 - SIGTERM: every thread's stack into the task's file, then the default (killed by SIGTERM), or the program's own handler set later; a program it runs gets neither file nor name"
 else
 	echo "not ok 11 - SIGTERM: stacks into the task's file"
+	sed 's/^/# /' <<<"$out"
+fi
+
+# store=tree: only the step's own store goes through the node tree (its
+# MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE), never a world of a
+# task's own, a torchrun worker's, or one outside a task.
+out=$(timeout 120 "$python" - "$hook" 2>&1 <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location(
+    "hook", os.path.join(sys.argv[1], "sitecustomize.py"))
+hook = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hook)
+os.environ.update(MASTER_ADDR="n1", MASTER_PORT="20001", RANK="5",
+                  WORLD_SIZE="8", LOCAL_RANK="1")
+os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+steps = hook._the_steps_store
+seen = [steps("n1", 20001, 5, 8), steps("n1", 20002, 5, 8),
+        steps("n1", 20001, 0, 1), steps("n2", 20001, 5, 8)]
+os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+seen.append(steps("n1", 20001, 5, 8))
+del os.environ["TORCHELASTIC_USE_AGENT_STORE"], os.environ["LOCAL_RANK"]
+seen.append(steps("n1", 20001, 5, 8))
+print("STEPS", *seen)
+PY
+)
+if grep -qx "STEPS True False False False False False" <<<"$out"; then
+	echo "ok 12 - store=tree: the step's own store only (not another port, size or host, not torchrun's workers, not outside a task)"
+else
+	echo "not ok 12 - store=tree: the step's own store only"
 	sed 's/^/# /' <<<"$out"
 fi

@@ -1,14 +1,16 @@
 # Rank 0's store admits only the step's own (common/store_guard.h).
 #
 #   python3 store_guard.py job FOLDER
-#     Every rank joins gloo. Rank 0 writes FOLDER/store-up ("HOST PORT" of
-#     its store: torchrun's agents' where there is one); every rank waits
+#     Every rank joins gloo. Rank 0 writes FOLDER/store-up ("HOST PORT KIND"
+#     of its store: torchrun's agents' where there is one; KIND tree or
+#     torch, whose frames it speaks); every rank waits
 #     for FOLDER/intruded (at most 180 s), so that the store is up while
 #     others try it. Then every rank uses the store again (store=served, or
 #     stuck after 60 s), and all_reduces.
 #   python3 store_guard.py intrude FOLDER NAME HOST
-#     A client of torch's store, as any user could write one: connect to
-#     HOST at the store's port, then add to a key, 3 times. Prints
+#     A client of the store (torch's, or the tree's), as any user could
+#     write one: connect to HOST at the store's port, then add to a key,
+#     3 times. Prints
 #     "INTRUDE NAME tries=3 admitted=N (the last error)".
 #   python3 store_guard.py raw-job FOLDER [full]
 #     No torch: rank 0 takes the socket that holds its store's port
@@ -113,7 +115,11 @@ elif mode == "job":
         endpoint = os.environ.get("PET_RDZV_ENDPOINT") or \
             f'{os.environ["MASTER_ADDR"]}:{os.environ["MASTER_PORT"]}'
         host, port = endpoint.rsplit(":", 1)
-        (folder / "store-up.new").write_text(f"{host} {port}\n")
+        # Whose store it is: the tree's (store=tree) speaks its own frames.
+        hook = sys.modules.get("sitecustomize")
+        kind = "tree" if getattr(hook, "_node_store_objects", None) \
+            else "torch"
+        (folder / "store-up.new").write_text(f"{host} {port} {kind}\n")
         (folder / "store-up.new").rename(folder / "store-up")
     # Every rank waits for the intruders (each starts a Python, slow on a
     # busy machine), so that its 60 s below start after them.
@@ -147,22 +153,32 @@ else:
     # which takes seconds on a busy machine; its version read from its
     # files. 1.13 numbers ADD 3, later releases 4.
     name, host = sys.argv[3], sys.argv[4]
-    port = int((folder / "store-up").read_text().split()[1])
-    torch_dir = pathlib.Path(importlib.util.find_spec("torch").origin).parent
-    major = int(re.search(r"__version__ = '(\d+)",
-                          (torch_dir / "version.py").read_text())[1])
+    up = (folder / "store-up").read_text().split()
+    port = int(up[1])
     key = b"/dist-train-intruder"
-    request = struct.pack("=BI", 0, 0x3C85F7CE) if major >= 2 else b""
-    request += struct.pack("=BQ", 4 if major >= 2 else 3, len(key)) + key
-    request += struct.pack("=q", 1)
+    if up[2:] == ["tree"]:
+        # The tree's frames (common/store_tree.h): ADD i64 key; its
+        # answer, INT, is a 9-byte header and an i64.
+        body = struct.pack("<qI", 1, len(key)) + key
+        request = struct.pack("<IIB", len(body) + 5, 1, 3) + body
+        answer_len = 17
+    else:
+        torch_dir = pathlib.Path(
+            importlib.util.find_spec("torch").origin).parent
+        major = int(re.search(r"__version__ = '(\d+)",
+                              (torch_dir / "version.py").read_text())[1])
+        request = struct.pack("=BI", 0, 0x3C85F7CE) if major >= 2 else b""
+        request += struct.pack("=BQ", 4 if major >= 2 else 3, len(key)) + key
+        request += struct.pack("=q", 1)
+        answer_len = 8
     admitted, last = 0, ""
     for _ in range(3):
         try:
             with socket.create_connection((host, port), timeout=5) as conn:
                 conn.sendall(request)
                 answer = b""
-                while len(answer) < 8:
-                    chunk = conn.recv(8 - len(answer))
+                while len(answer) < answer_len:
+                    chunk = conn.recv(answer_len - len(answer))
                     if not chunk:
                         raise ConnectionError("the store closed the "
                                               "connection")
