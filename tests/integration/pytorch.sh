@@ -33,9 +33,10 @@ check "... through the tree's store, not torch's" \
 	test "$(count_lines '^TREE attempt=2 .* stores=2 ')" = 8 || show_output
 check "... and a world of a task's own gets torch's store" \
 	test "$(count_lines '^SOLO rank=[0-7] sum=1 stores=2$')" = 8 || show_output
-job srun -N4 -n8 --dist-train=store=torch /usr/bin/python3 store_tree.py
-check "store=torch: the same through torch's own store" \
-	eval '[ "$(count_lines "^TREE attempt=[12] rank=[0-7] world=8 sum=28 evens=[14] stores=0 host=n[1-4]$")" = 16 ]' || show_output
+job srun -N4 -n8 --dist-train=store=torch /usr/bin/python3 store_tree.py 1
+check "store=torch: the same, once, through torch's own store" \
+	eval '[ "$(count_lines "^TREE attempt=1 rank=[0-7] world=8 sum=28 evens=[14] stores=0 host=n[1-4]$")" = 8 ] &&
+	      [ "$(count_lines "^SOLO rank=[0-7] sum=1 stores=0$")" = 8 ]' || show_output
 
 # The sbatch example in contrib/, as a user would submit it.
 job_file train.sbatch < "$TOP_SRCDIR/contrib/sbatch/train.sbatch"
