@@ -25,8 +25,10 @@
 #   behind the node tree (common/store_tree.h): each rank's calls go to
 #   its node's relay, which the node's local rank 0 runs in a thread of
 #   the worker library's, and rank 0's relay also serves the store on the
-#   held port. torchrun's workers keep their agent's store, and a store of
-#   any other address, port or size is torch's own.
+#   held port. torchrun's workers, which make a store of their own (the
+#   plugin asks torch 2.4 and later not to share the agent's), go through
+#   it too; a worker that uses its agent's store, and a store of any other
+#   address, port or size, get torch's own.
 # - torchrun's agents read the rendezvous state from their store with
 #   pickle: here only the classes of a rendezvous state may be unpickled,
 #   so that a state another program wrote there cannot run code.
@@ -520,9 +522,10 @@ _node_store_objects = []
 def _the_steps_store(hostname, port, rank, world_size):
     """Whether a store asked of init_process_group is the step's own, the
     one the node's relay leads to: the address, port, rank and size that
-    the step's environment gives. A program that starts a world of its own
-    in each task (its own port, or WORLD_SIZE 1) gets torch's store, as do
-    torchrun's workers, whose agent has one."""
+    the step's environment (or torchrun's, for its workers) gives. A
+    program that starts a world of its own in each task (its own port, or
+    WORLD_SIZE 1) gets torch's store, as do torchrun's workers that use
+    their agent's."""
     import os
 
     env = os.environ

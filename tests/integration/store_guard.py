@@ -115,10 +115,11 @@ elif mode == "job":
         endpoint = os.environ.get("PET_RDZV_ENDPOINT") or \
             f'{os.environ["MASTER_ADDR"]}:{os.environ["MASTER_PORT"]}'
         host, port = endpoint.rsplit(":", 1)
-        # Whose store it is: the tree's (store=tree) speaks its own frames.
+        # Whose store it is: the tree's (store=tree) speaks its own frames;
+        # torchrun's agents' is torch's, whatever its workers use.
         hook = sys.modules.get("sitecustomize")
-        kind = "tree" if getattr(hook, "_node_store_objects", None) \
-            else "torch"
+        kind = "tree" if getattr(hook, "_node_store_objects", None) and \
+            not os.environ.get("PET_RDZV_ENDPOINT") else "torch"
         (folder / "store-up.new").write_text(f"{host} {port} {kind}\n")
         (folder / "store-up.new").rename(folder / "store-up")
     # Every rank waits for the intruders (each starts a Python, slow on a
