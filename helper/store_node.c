@@ -131,10 +131,9 @@ EXPORT int dist_train_store_start(int server_fd, const char *name,
 			 strerror(errno));
 		goto fail;
 	}
-	up_fd = connect_upstream(host, port, timeout_ms, err, errlen);
-	if (up_fd < 0)
-		goto fail;
-	/* Abstract (a leading NUL): nothing left behind in a folder. */
+	/* Abstract (a leading NUL): nothing left behind in a folder. Bound
+	 * before the step's store is reached, so that the node's ranks wait
+	 * in its backlog for that, not for the name to appear. */
 	memcpy(sun.sun_path + 1, name, len);
 	unix_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (unix_fd < 0 ||
@@ -146,6 +145,9 @@ EXPORT int dist_train_store_start(int server_fd, const char *name,
 			 "%s", strerror(errno));
 		goto fail;
 	}
+	up_fd = connect_upstream(host, port, timeout_ms, err, errlen);
+	if (up_fd < 0)
+		goto fail;
 	if (dt_store_loop_relay(store_loop, unix_fd, up_fd) < 0) {
 		unix_fd = up_fd = -1;	/* closed there */
 		/* message: the caller names the fix (helper/python/sitecustomize.py) */

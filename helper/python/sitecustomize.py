@@ -358,13 +358,13 @@ def _node_store_class(base):
     class NodeStore(base):
         """torch.distributed.Store over this node's relay."""
 
-        def __init__(self, prefix, timeout):
+        def __init__(self, prefix, timeout, patience):
             super().__init__()
             self._prefix = prefix.encode()
             self._timeout = timeout
             self._lock = threading.Lock()
             self._id = 0
-            self._sock = self._connect(timeout)
+            self._sock = self._connect(patience)
 
         def _connect(self, timeout):
             deadline = time.monotonic() + timeout
@@ -553,13 +553,17 @@ def _tree_store(create):
             return create(hostname, port, rank, world_size, timeout, *args,
                           **kwargs)
         seconds = timeout.total_seconds()
+        # As long for rank 0's store (the relay) and this node's relay (a
+        # rank) to come as a rank here waits for torch's store: this
+        # hook's wait for its server, then torch's own connect.
+        patience = seconds + min(seconds, _WAIT_FOR_SERVER_S)
         if os.environ.get("LOCAL_RANK") == "0" and not _relay_started:
-            _start_relay(hostname, port, rank, seconds)
+            _start_relay(hostname, port, rank, patience)
         if _node_store_type is None:
             import torch.distributed as dist
             _node_store_type = _node_store_class(dist.Store)
         _node_stores += 1
-        store = _node_store_type("%d/" % _node_stores, seconds)
+        store = _node_store_type("%d/" % _node_stores, seconds, patience)
         # Kept: torch holds only the C++ half, and a Python subclass's
         # methods go with its Python object ("Tried to call pure virtual
         # function").
