@@ -349,13 +349,14 @@ static void find_lost_nodes(void)
  */
 static void say_cause(void)
 {
+	/* What srun's error() puts before a plugin's message. */
+	static const char srun_error[] = "srun: error: " DT_NAME ": ";
 	char cause[DT_BEHIND_MAX + 512], line[sizeof(cause) + 64];
 	int len;
 
 	if (dt_exit_cause(&watch.tally, cause, sizeof(cause)) <= 0)
 		return;
-	len = snprintf(line, sizeof(line), "srun: error: " DT_NAME ": %s\n",
-		       cause);
+	len = snprintf(line, sizeof(line), "%s%s\n", srun_error, cause);
 	if (len <= 0 || (size_t)len >= sizeof(line) ||
 	    !dt_write_all(STDERR_FILENO, line, (size_t)len))
 		dt_log_error("%s", cause);
