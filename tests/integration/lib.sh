@@ -103,6 +103,22 @@ _on_exit() {
 	exit $rc
 }
 
+# Each test's cluster numbers its jobs from 1 again, so its steps get the
+# ports an earlier test's steps had. What an earlier test left listening
+# there, or the other user's processes it left, would fail a step with
+# "in use by another program": the other user's go, and whatever still
+# holds the cluster's port range is named in the log.
+sweep_leftovers() {
+	local other=${DT_TEST_OTHER_USER:-dtother} pids held
+	if id "$other" >/dev/null 2>&1 && pids=$(pgrep -d, -u "$other"); then
+		diag "left by an earlier test, ended now: $(ps -o pid=,args= -p "$pids" | tr -s ' \n' ' ')"
+		pkill -KILL -u "$other" || true
+	fi
+	held=$(ss -Htanp '( sport >= :20000 and sport <= :28999 )' 2>/dev/null) &&
+		[ -n "$held" ] && diag "sockets in the steps' port range before the cluster starts: $held"
+	return 0
+}
+
 # cluster_start [PLUGSTACK ARGS...]: environment settings of dt-cluster
 # (DT_CLUSTER_RESV_PORTS, ...) pass through.
 cluster_start() {
@@ -125,6 +141,7 @@ cluster_start() {
 	fi
 	export DT_CLUSTER_PLUGIN_ARGS="$*"
 	local out
+	sweep_leftovers
 	if ! out=$("$DT_CLUSTER" start 2>&1); then
 		echo "1..1"
 		echo "not ok 1 - the test cluster did not start"
@@ -355,10 +372,15 @@ srun_watch_port() {
 }
 
 show_output() {
+	local port
 	diag "stdout:"
 	diag "$(head -c 4000 "$OUT")"
 	diag "stderr:"
 	diag "$(head -c 4000 "$ERR")"
+	# A port said to be taken that no test took: who holds it.
+	for port in $(sed -n 's/.*port \([0-9]*\) on [^ ]* .*in use by another program.*/\1/p' "$OUT" "$ERR" 2>/dev/null | sort -u); do
+		diag "port $port now: $(ss -Htanp "( sport = :$port )" 2>&1)"
+	done
 }
 
 # Lines of stdout that match a pattern, counted.
