@@ -91,6 +91,15 @@ at_exit() {
 	_at_exit+=("$1")
 }
 
+# The next test's cluster starts its job ids after this one's last.
+note_next_job_id() {
+	local last
+	last=$(timeout 20 "$DT_CLUSTER" run scontrol -o show jobs 2>/dev/null |
+		sed -n 's/^JobId=\([0-9]*\) .*/\1/p' | sort -n | tail -n 1)
+	[ -n "$last" ] || return 0
+	echo $(( last < 900000 ? last + 1 : 1 )) > "$DT_CLUSTER_DIR.next-job-id"
+}
+
 _on_exit() {
 	local rc=$? cmd
 	if [ "$_tap_failed" -gt 0 ] && [ -d "$DT_CLUSTER_DIR/log" ]; then
@@ -99,6 +108,7 @@ _on_exit() {
 	for cmd in "${_at_exit[@]}"; do
 		eval "$cmd"
 	done
+	note_next_job_id
 	cluster_stop
 	exit $rc
 }
@@ -142,6 +152,10 @@ cluster_start() {
 	export DT_CLUSTER_PLUGIN_ARGS="$*"
 	local out
 	sweep_leftovers
+	# Job ids go on from the last test's, rather than from 1 again, so
+	# that no step gets a port an earlier test's step had a minute ago.
+	export DT_CLUSTER_FIRST_JOB_ID=$(cat "$DT_CLUSTER_DIR.next-job-id" 2>/dev/null || echo 1)
+	[[ $DT_CLUSTER_FIRST_JOB_ID =~ ^[1-9][0-9]{0,5}$ ]] || DT_CLUSTER_FIRST_JOB_ID=1
 	if ! out=$("$DT_CLUSTER" start 2>&1); then
 		echo "1..1"
 		echo "not ok 1 - the test cluster did not start"
