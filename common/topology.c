@@ -180,15 +180,64 @@ const char *dt_gpu_visible_name(const struct dt_machine *m)
  * does, every instance of the step is on it, and each task is bound to it
  * (its NUMA node's cores split between them, as for any shared node).
  * Where several do, which instance is on which is NVML's to say, which
- * slurmstepd does not open: the tasks are bound by NUMA node, and ERR
- * says so with 0 returned.
+ * slurmstepd does not open: PARENT asks it where given (in a task);
+ * otherwise, or where it cannot say, the tasks are bound by NUMA node,
+ * and ERR says so with 0 returned.
  */
 #define DT_MIG_DEVICES_MAX 1024u
+/* NVML's longest UUID, its terminating NUL included. */
+#define DT_MIG_UUID_MAX 96u
+
+/* Each of the N devices of VISIBLE onto the GPU PARENT says holds it. */
+static int place_mig(const struct dt_machine *m, const char *visible,
+		     unsigned n, dt_mig_parent_fn parent, void *arg,
+		     unsigned *out, char *err, size_t errlen)
+{
+	const char *p = visible;
+	char uuid[DT_MIG_UUID_MAX], why[160];
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = strcspn(p, ",");
+		int minor = -1;
+		unsigned g;
+
+		if (len >= sizeof(uuid)) {
+			/* message: not a problem (a verbose note: bound by NUMA) */
+			dt_errf(err, errlen, "GPUs: MIG device '%.24s...' is "
+				"no NVIDIA UUID, bound by NUMA node", p);
+			return 0;
+		}
+		memcpy(uuid, p, len);
+		uuid[len] = '\0';
+		why[0] = '\0';
+		if (parent(arg, uuid, &minor, why, sizeof(why)) < 0) {
+			/* message: not a problem (a verbose note: bound by NUMA) */
+			dt_errf(err, errlen, "GPUs: MIG instances of several "
+				"GPUs, which NVML could not place (%s), bound "
+				"by NUMA node", why);
+			return 0;
+		}
+		for (g = 0; g < m->ngpus; g++)
+			if (m->gpus[g].minor >= 0 && m->gpus[g].minor == minor)
+				break;
+		if (g == m->ngpus) {
+			/* message: not a problem (a verbose note: bound by NUMA) */
+			dt_errf(err, errlen, "GPUs: MIG device %s is on GPU "
+				"%d, which this node does not show, bound by "
+				"NUMA node", uuid, minor);
+			return 0;
+		}
+		out[i] = g;
+		p += len + (p[len] == ',');
+	}
+	return (int)n;
+}
 
 static int mig_step_gpus(const struct dt_machine *m, const char *visible,
+			 dt_mig_parent_fn parent, void *parent_arg,
 			 unsigned **out, char *err, size_t errlen)
 {
-	unsigned n = 0, parents = 0, parent = 0;
+	unsigned n = 0, parents = 0, holder = 0;
 	const char *p = visible;
 
 	for (;;) {
@@ -216,7 +265,7 @@ static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 	for (unsigned g = 0; g < m->ngpus; g++) {
 		if (m->gpus[g].mig) {
 			parents++;
-			parent = g;
+			holder = g;
 		}
 	}
 	*out = malloc(n * sizeof(**out));
@@ -224,6 +273,9 @@ static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 		dt_errf(err, errlen, "out of memory");
 		return -1;
 	}
+	if (parents != 1 && parent)
+		return place_mig(m, visible, n, parent, parent_arg, *out, err,
+				 errlen);
 	if (parents != 1) {
 		/* message: not a problem (a verbose note: bound by NUMA) */
 		dt_errf(err, errlen, "GPUs: MIG instances %s, bound by NUMA "
@@ -233,13 +285,22 @@ static int mig_step_gpus(const struct dt_machine *m, const char *visible,
 		return 0;
 	}
 	for (unsigned i = 0; i < n; i++)
-		(*out)[i] = parent;
+		(*out)[i] = holder;
 	return (int)n;
 }
 
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		 const char *job_gpus, const char *visible,
 		 unsigned **out, char *err, size_t errlen)
+{
+	return dt_step_gpus_placing_mig(m, step_gpus, job_gpus, visible, NULL,
+					NULL, out, err, errlen);
+}
+
+int dt_step_gpus_placing_mig(const struct dt_machine *m, const char *step_gpus,
+			     const char *job_gpus, const char *visible,
+			     dt_mig_parent_fn parent, void *parent_arg,
+			     unsigned **out, char *err, size_t errlen)
 {
 	const char *name, *text;
 	unsigned *ids = NULL;
@@ -263,7 +324,8 @@ int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		return 0;
 	}
 	if (visible && !strncmp(visible, "MIG-", 4))
-		return mig_step_gpus(m, visible, out, err, errlen);
+		return mig_step_gpus(m, visible, parent, parent_arg, out, err,
+				     errlen);
 	if (step_gpus && *step_gpus) {
 		name = "SLURM_STEP_GPUS";
 		text = step_gpus;

@@ -109,11 +109,32 @@ const char *dt_gpu_visible_name(const struct dt_machine *m);
  * that holds MIG instances (gpus[].mig): the result repeats it, once per
  * instance. Returns the count; -1 with ERR when a list names GPUs the
  * node lacks or cannot be read; 0 with ERR saying why where the GPUs
- * cannot be told (UUIDs; MIG instances on several GPUs, or none known):
- * the tasks are then bound by NUMA node.
+ * cannot be told (UUIDs; MIG instances on several GPUs, or none known,
+ * which dt_step_gpus_placing_mig may place): the tasks are then bound by
+ * NUMA node.
  */
 int dt_step_gpus(const struct dt_machine *m, const char *step_gpus,
 		 const char *job_gpus, const char *visible,
 		 unsigned **out, char *err, size_t errlen);
+
+/*
+ * The GPU that holds the MIG device UUID ("MIG-..."): its device minor
+ * (/dev/nvidiaN) into *MINOR. 0, or -1 with WHY. NVIDIA's library says
+ * (common/nvml_mig.h), in a task, as its user: never in slurmstepd.
+ */
+typedef int (*dt_mig_parent_fn)(void *arg, const char *uuid, int *minor,
+				char *why, size_t whylen);
+
+/*
+ * dt_step_gpus, where MIG instances of several GPUs (or of GPUs whose
+ * driver files this node does not show) are each placed on the GPU that
+ * PARENT names: each task on its instance's GPU, the GPU's NUMA node's
+ * cores split between the tasks it holds. 0 with ERR, bound by NUMA node,
+ * where PARENT cannot place one.
+ */
+int dt_step_gpus_placing_mig(const struct dt_machine *m, const char *step_gpus,
+			     const char *job_gpus, const char *visible,
+			     dt_mig_parent_fn parent, void *parent_arg,
+			     unsigned **out, char *err, size_t errlen);
 
 #endif

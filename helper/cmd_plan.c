@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "../common/binding.h"
 #include "../common/hwloc_machine.h"
+#include "../common/nvml_mig.h"
 #include "../common/settings.h"
 #include "../common/tasks_per_node.h"
 
@@ -208,6 +209,7 @@ int cmd_plan(int argc, char **argv)
 {
 	struct plan_options o;
 	struct dt_machine m;
+	struct dt_nvml nvml = { 0 };
 	struct dt_plan_request req;
 	struct dt_plan plan = { 0 };
 	unsigned *gpus = NULL;
@@ -221,14 +223,15 @@ int cmd_plan(int argc, char **argv)
 		return 1;
 	}
 	rc = 1;
-	if (o.gpus)
-		n = dt_step_gpus(&m, NULL, NULL, o.gpus, &gpus, err,
-				 sizeof(err));
-	else
-		n = dt_step_gpus(&m, getenv("SLURM_STEP_GPUS"),
-				 getenv("SLURM_JOB_GPUS"),
-				 getenv(dt_gpu_visible_name(&m)), &gpus, err,
-				 sizeof(err));
+	/* This node's MIG instances are placed as its tasks place them;
+	 * another machine's topology file has no NVML to ask. */
+	n = dt_step_gpus_placing_mig(&m,
+		o.gpus ? NULL : getenv("SLURM_STEP_GPUS"),
+		o.gpus ? NULL : getenv("SLURM_JOB_GPUS"),
+		o.gpus ? o.gpus : getenv(dt_gpu_visible_name(&m)),
+		o.topology ? NULL : dt_nvml_mig_parent, &nvml, &gpus, err,
+		sizeof(err));
+	dt_nvml_close(&nvml);
 	if (n < 0) {
 		helper_error("%s", err);
 		goto out;

@@ -14,6 +14,7 @@
 
 #include "plugin.h"
 #include "../common/bind_apply.h"
+#include "../common/nvml_mig.h"
 #include "../common/binding.h"
 #include "../common/envp.h"
 #include "../common/train_env.h"
@@ -31,12 +32,16 @@ static int workers_per_node(const struct plugin_state *st, char **envp,
 	*gpus = NULL;
 	*ngpus = 0;
 	if (st->have_machine) {
-		n = dt_step_gpus(&st->machine,
-				 dt_envp_get(envp, "SLURM_STEP_GPUS"),
-				 dt_envp_get(envp, "SLURM_JOB_GPUS"),
-				 dt_envp_get(envp,
-					     dt_gpu_visible_name(&st->machine)),
-				 gpus, err, errlen);
+		/* In the agent's task, as its user: NVML may say which GPU
+		 * each MIG instance is on (common/nvml_mig.h). */
+		struct dt_nvml nvml = { 0 };
+
+		n = dt_step_gpus_placing_mig(&st->machine,
+			dt_envp_get(envp, "SLURM_STEP_GPUS"),
+			dt_envp_get(envp, "SLURM_JOB_GPUS"),
+			dt_envp_get(envp, dt_gpu_visible_name(&st->machine)),
+			dt_nvml_mig_parent, &nvml, gpus, err, errlen);
+		dt_nvml_close(&nvml);
 		if (n < 0)
 			return -1;
 		*ngpus = (unsigned)n;

@@ -11,6 +11,7 @@
 #include "../../common/envp.h"
 #include "../../common/gpu_vendor.h"
 #include "../../common/hwloc_machine.h"
+#include "../../common/nvml_mig.h"
 #include "../../common/train_env.h"
 
 #define XML(name) DT_TOPOLOGIES "/" name
@@ -572,6 +573,72 @@ static void test_mig(void)
 }
 
 /*
+ * MIG instances on several GPUs: which is on which, NVML says, asked in
+ * the task (here a stand-in for it, unit/mock_nvml.c): each task goes to
+ * its instance's GPU and that GPU's NUMA node. Where NVML is missing, or
+ * cannot place an instance, the tasks are bound by NUMA node, saying why.
+ */
+static void test_mig_on_several_gpus(void)
+{
+	struct dt_machine m = load(POWER8_4_GPUS, NULL);
+	struct dt_nvml nvml = { .library = DT_MOCK_NVML };
+	struct dt_nvml none = { .library = "libdist-train-no-nvml.so.1" };
+	struct dt_plan_request req;
+	struct dt_plan p;
+	unsigned *ids;
+	char err[256];
+
+	for (unsigned g = 0; g < m.ngpus; g++)
+		m.gpus[g].minor = (int)g;
+	m.gpus[0].mig = m.gpus[2].mig = 1;
+	CU_ASSERT_FATAL(m.gpus[0].numa != m.gpus[2].numa);
+	CU_ASSERT_EQUAL_FATAL(dt_step_gpus_placing_mig(&m, "0,1", NULL,
+		"MIG-on-gpu2,MIG-on-gpu0", dt_nvml_mig_parent, &nvml, &ids,
+		err, sizeof(err)), 2);
+	CU_ASSERT_EQUAL(ids[0], 2);
+	CU_ASSERT_EQUAL(ids[1], 0);
+	memset(&req, 0, sizeof(req));
+	req.machine = &m;
+	req.ntasks = 2;
+	req.mode = DT_BIND_GPU;
+	req.gpus = ids;
+	req.ngpus = 2;
+	CU_ASSERT_FATAL(dt_plan_compute(&req, &p, err, sizeof(err)) == 0);
+	free(ids);
+	CU_ASSERT_EQUAL(p.tasks[0].gpu, 2);
+	CU_ASSERT_EQUAL(p.tasks[0].numa, m.gpus[2].numa);
+	CU_ASSERT_EQUAL(p.tasks[1].gpu, 0);
+	CU_ASSERT_EQUAL(p.tasks[1].numa, m.gpus[0].numa);
+	dt_plan_free(&p);
+
+	CU_ASSERT_EQUAL(dt_step_gpus_placing_mig(&m, NULL, NULL,
+		"MIG-on-gpu0,MIG-gone", dt_nvml_mig_parent, &nvml, &ids, err,
+		sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG instances of several GPUs, "
+			       "which NVML could not place (MIG-gone: Not "
+			       "Found), bound by NUMA node");
+	m.gpus[2].minor = 7;
+	CU_ASSERT_EQUAL(dt_step_gpus_placing_mig(&m, NULL, NULL, "MIG-on-gpu2",
+		dt_nvml_mig_parent, &nvml, &ids, err, sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG device MIG-on-gpu2 is on GPU "
+			       "2, which this node does not show, bound by "
+			       "NUMA node");
+	dt_nvml_close(&nvml);
+
+	CU_ASSERT_EQUAL(dt_step_gpus_placing_mig(&m, NULL, NULL, "MIG-on-gpu0",
+		dt_nvml_mig_parent, &none, &ids, err, sizeof(err)), 0);
+	free(ids);
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG instances of several GPUs, "
+			       "which NVML could not place "
+			       "(libdist-train-no-nvml.so.1 is not installed "
+			       "here), bound by NUMA node");
+	dt_nvml_close(&none);
+	dt_machine_free(&m);
+}
+
+/*
  * The ROCm runtime's order: amdkfd's GPU nodes, in node order; an MI300
  * in TPX mode (three GPUs behind one PCI device) is three GPUs; a GPU
  * amdkfd does not name comes after, a node of no known GPU is passed over.
@@ -850,6 +917,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_gpu_vendors),
 	UNIT_TEST(test_vendor_check_entries),
 	UNIT_TEST(test_mig),
+	UNIT_TEST(test_mig_on_several_gpus),
 	UNIT_TEST(test_amd_mi250x),
 	UNIT_TEST(test_amd_mi300a),
 	UNIT_TEST(test_node_without_gpus),
