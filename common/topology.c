@@ -222,9 +222,9 @@ static int place_mig(const struct dt_machine *m, const char *visible,
 				break;
 		if (g == m->ngpus) {
 			/* message: not a problem (a verbose note: bound by NUMA) */
-			dt_errf(err, errlen, "GPUs: MIG device %s is on GPU "
-				"%d, which this node does not show, bound by "
-				"NUMA node", uuid, minor);
+			dt_errf(err, errlen, "GPUs: MIG device %s is on "
+				"/dev/nvidia%d, which this node does not show, "
+				"bound by NUMA node", uuid, minor);
 			return 0;
 		}
 		out[i] = g;

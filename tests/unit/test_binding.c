@@ -622,9 +622,9 @@ static void test_mig_on_several_gpus(void)
 	CU_ASSERT_EQUAL(dt_step_gpus_placing_mig(&m, NULL, NULL, "MIG-on-gpu2",
 		dt_nvml_mig_parent, &nvml, &ids, err, sizeof(err)), 0);
 	free(ids);
-	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG device MIG-on-gpu2 is on GPU "
-			       "2, which this node does not show, bound by "
-			       "NUMA node");
+	CU_ASSERT_STRING_EQUAL(err, "GPUs: MIG device MIG-on-gpu2 is on "
+			       "/dev/nvidia2, which this node does not show, "
+			       "bound by NUMA node");
 	dt_nvml_close(&nvml);
 
 	CU_ASSERT_EQUAL(dt_step_gpus_placing_mig(&m, NULL, NULL, "MIG-on-gpu0",
