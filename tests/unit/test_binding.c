@@ -36,13 +36,17 @@ static struct dt_machine load(const char *xml, const char *alloc_cores)
 }
 
 /* Plan NTASKS on M with the GPUs of the step given as indexes. */
-static int plan(const struct dt_machine *m, unsigned ntasks,
-		enum dt_bind_mode mode, bool share, const char *gpus,
-		struct dt_plan *out, char *err, size_t errlen)
+/* ... MIG instances placed by PARENT where one GPU does not hold all. */
+static int plan_placing_mig(const struct dt_machine *m, unsigned ntasks,
+			    enum dt_bind_mode mode, bool share,
+			    const char *gpus, dt_mig_parent_fn parent,
+			    void *parent_arg, struct dt_plan *out, char *err,
+			    size_t errlen)
 {
 	struct dt_plan_request req;
 	unsigned *ids = NULL;
-	int n = dt_step_gpus(m, NULL, NULL, gpus, &ids, err, errlen), rc;
+	int n = dt_step_gpus_placing_mig(m, NULL, NULL, gpus, parent,
+					 parent_arg, &ids, err, errlen), rc;
 
 	CU_ASSERT_FATAL(n >= 0);
 	memset(&req, 0, sizeof(req));
@@ -55,6 +59,14 @@ static int plan(const struct dt_machine *m, unsigned ntasks,
 	rc = dt_plan_compute(&req, out, err, errlen);
 	free(ids);
 	return rc;
+}
+
+static int plan(const struct dt_machine *m, unsigned ntasks,
+		enum dt_bind_mode mode, bool share, const char *gpus,
+		struct dt_plan *out, char *err, size_t errlen)
+{
+	return plan_placing_mig(m, ntasks, mode, share, gpus, NULL, NULL, out,
+				err, errlen);
 }
 
 static const char *cpus(const struct dt_task_plan *t)
@@ -583,7 +595,6 @@ static void test_mig_on_several_gpus(void)
 	struct dt_machine m = load(POWER8_4_GPUS, NULL);
 	struct dt_nvml nvml = { .library = DT_MOCK_NVML };
 	struct dt_nvml none = { .library = "libdist-train-no-nvml.so.1" };
-	struct dt_plan_request req;
 	struct dt_plan p;
 	unsigned *ids;
 	char err[256];
@@ -592,19 +603,9 @@ static void test_mig_on_several_gpus(void)
 		m.gpus[g].minor = (int)g;
 	m.gpus[0].mig = m.gpus[2].mig = 1;
 	CU_ASSERT_FATAL(m.gpus[0].numa != m.gpus[2].numa);
-	CU_ASSERT_EQUAL_FATAL(dt_step_gpus_placing_mig(&m, "0,1", NULL,
-		"MIG-on-gpu2,MIG-on-gpu0", dt_nvml_mig_parent, &nvml, &ids,
-		err, sizeof(err)), 2);
-	CU_ASSERT_EQUAL(ids[0], 2);
-	CU_ASSERT_EQUAL(ids[1], 0);
-	memset(&req, 0, sizeof(req));
-	req.machine = &m;
-	req.ntasks = 2;
-	req.mode = DT_BIND_GPU;
-	req.gpus = ids;
-	req.ngpus = 2;
-	CU_ASSERT_FATAL(dt_plan_compute(&req, &p, err, sizeof(err)) == 0);
-	free(ids);
+	CU_ASSERT_FATAL(plan_placing_mig(&m, 2, DT_BIND_GPU, false,
+		"MIG-on-gpu2,MIG-on-gpu0", dt_nvml_mig_parent, &nvml, &p, err,
+		sizeof(err)) == 0);
 	CU_ASSERT_EQUAL(p.tasks[0].gpu, 2);
 	CU_ASSERT_EQUAL(p.tasks[0].numa, m.gpus[2].numa);
 	CU_ASSERT_EQUAL(p.tasks[1].gpu, 0);
