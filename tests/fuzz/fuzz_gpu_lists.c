@@ -6,6 +6,23 @@
 #include "../../common/gpu_vendor.h"
 #include "../../common/topology.h"
 
+/* NVML's answer, as a task would get it: a minor from the UUID's last
+ * character, or none for a UUID ending in 'x'. */
+static int fake_parent(void *arg, const char *uuid, int *minor, char *why,
+		       size_t whylen)
+{
+	size_t len = strlen(uuid);
+
+	(void)arg;
+	FUZZ_ASSERT(!strncmp(uuid, "MIG-", 4) && !strchr(uuid, ','));
+	if (uuid[len - 1] == 'x') {
+		snprintf(why, whylen, "%s: Not Found", uuid);
+		return -1;
+	}
+	*minor = (unsigned char)uuid[len - 1] % 4;
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dt_gpu gpus[4] = {
@@ -30,6 +47,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    (i == 0 || (strncmp(text, "MIG-", 4) ?
 					ids[i] > ids[i - 1] :
 					ids[i] == ids[0])));
+	free(ids);
+	/* In a task: MIG devices placed by NVML, each on a GPU the node
+	 * has, or none placed. */
+	n = dt_step_gpus_placing_mig(&m, NULL, NULL, text, fake_parent, NULL,
+				     &ids, buf, sizeof(buf));
+	for (int i = 0; i < n; i++)
+		FUZZ_ASSERT(ids[i] < m.ngpus);
 	free(ids);
 	n = dt_intlist_parse(text, 4096, &ids);
 	if (n > 0)
