@@ -54,8 +54,6 @@ static struct {
 	char record_dir[DT_HELPER_PATH_MAX];
 	bool record_off;
 	unsigned long long kill_at;	/* SIGKILL then; 0: not to be sent */
-	unsigned long long release_at;	/* held answers go then; 0: none */
-	unsigned held;			/* connections whose answer waits */
 } watch = { .listen_fd = -1, .wake = { -1, -1 } };
 
 /*
@@ -394,34 +392,22 @@ static void note_first_timeout(void)
 }
 
 /*
- * Where the first failure only waited in a timed-out collective, its
- * answer and those of the records after it are held while the step stops,
- * so that the cause, naming the ranks that were behind (their stacks come
- * with their records), is said before Slurm's own lines on those tasks.
- * Held until every rank's record is in, HOLD_MS at most: report.c's child
- * waits a second for its answer, and a later one costs only that order.
- */
-#define HOLD_MS 700
-#define HELD_MAX 64
-
-/*
  * One connection's record LINE, if it is one of this step's. The answer
  * lets its slurmstepd go on, and tell srun the task's end in Slurm's own
- * way: after this line, so that the cause comes first. Returns whether
- * the answer is held (release_held gives it).
+ * way: after this line, so that the cause comes first.
  */
-static bool hear_line(int fd, const char *line)
+static void hear_line(int fd, const char *line)
 {
 	struct dt_task_exit e;
 	const char *by, *ended;
-	bool had_first = watch.tally.have_first, hold;
+	bool had_first = watch.tally.have_first;
 	int verdict;
 
 	if (dt_exit_record_parse(watch.key, watch.step_text, line,
 				 strlen(line), &e) < 0) {
 		dt_log_debug("step %s: ignored a connection that sent no "
 			     "record of this step", watch.step_text);
-		return false;
+		return;
 	}
 	verdict = dt_exit_tally_add(&watch.tally, &e);
 	/* The first failure: Slurm's doing, or the task's? */
@@ -431,24 +417,18 @@ static bool hear_line(int fd, const char *line)
 		verdict = 0;
 	}
 	/* A first failure that only waited in a timed-out collective is
-	 * said once the ranks it waited for are known (release_held, else
-	 * as the step ends). */
+	 * said as the step ends, with the ranks it waited for. */
 	if (verdict == 1) {
 		note_first_timeout();
 		if (!watch.tally.first_timed_out[0])
 			say_cause();
-		else
-			watch.release_at = now_ms() + HOLD_MS;
 	}
-	hold = watch.release_at && !watch.cause_said && watch.held < HELD_MAX;
 	/* One short line into an empty socket buffer: never waits. */
-	if (!hold)
-		net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
+	net_send_all(fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
 	if (verdict == 1) {
 		stop_step(SIGTERM);
 		watch.kill_at = now_ms() + STOP_GRACE_MS;
 	}
-	return hold;
 }
 
 /*
@@ -460,7 +440,6 @@ static bool hear_line(int fd, const char *line)
 
 struct conn {
 	int fd;			/* -1: a free slot */
-	bool held;		/* heard; its answer waits (release_held) */
 	unsigned long long deadline;
 	size_t used;
 	char line[DT_EXIT_RECORD_MAX + 1];
@@ -472,29 +451,6 @@ static void conn_close(struct conn *c)
 {
 	close(c->fd);
 	c->fd = -1;
-	if (c->held)
-		watch.held--;
-	c->held = false;
-}
-
-static void find_behind(bool in_cause);
-
-/* The held answers go: first the cause, where the ranks that were behind
- * are known by now; else it waits for the step's end. */
-static void release_held(void)
-{
-	watch.release_at = 0;
-	if (!watch.cause_said) {
-		find_behind(true);
-		if (watch.tally.behind[0])
-			say_cause();
-	}
-	for (size_t i = 0; i < CONNS_MAX; i++) {
-		if (conns[i].fd < 0 || !conns[i].held)
-			continue;
-		net_send_all(conns[i].fd, "ok\n", 3, now_ms() + RECORD_WAIT_MS);
-		conn_close(&conns[i]);
-	}
 }
 
 /* The connections waiting now (at most a slot's worth a round), each
@@ -545,16 +501,9 @@ static void read_conn(struct conn *c)
 		return;
 	if (nl) {
 		*nl = '\0';
-		if (hear_line(c->fd, c->line)) {
-			c->held = true;
-			c->deadline = watch.release_at;
-			watch.held++;
-		}
+		hear_line(c->fd, c->line);
 	}
-	if (!c->held)
-		conn_close(c);	/* one line each; a longer one is no record */
-	if (watch.release_at && watch.tally.n_exited >= watch.tally.tasks)
-		release_held();
+	conn_close(c);		/* one line each; a longer one is no record */
 }
 
 /* One round: wait up to WAIT_MS (-1: until something happens) for the
@@ -567,15 +516,11 @@ static bool hear_round(int wait_ms, bool with_wake)
 	size_t n = 2;
 	int timeout = wait_ms;
 
-	if (watch.release_at && now >= watch.release_at)
-		release_held();
-	if (watch.release_at)
-		soonest = watch.release_at;
 	p[0] = (struct pollfd){ .fd = watch.listen_fd, .events = POLLIN };
 	p[1] = (struct pollfd){ .fd = with_wake ? watch.wake[0] : -1,
 				.events = POLLIN };
 	for (size_t i = 0; i < CONNS_MAX; i++) {
-		if (conns[i].fd < 0 || conns[i].held)
+		if (conns[i].fd < 0)
 			continue;
 		if (conns[i].deadline <= now) {
 			conn_close(&conns[i]);
@@ -603,11 +548,10 @@ static bool hear_round(int wait_ms, bool with_wake)
 	return p[1].revents != 0;
 }
 
-/* Whether a connection is still to be heard (a held one has been). */
 static bool any_open(void)
 {
 	for (size_t i = 0; i < CONNS_MAX; i++)
-		if (conns[i].fd >= 0 && !conns[i].held)
+		if (conns[i].fd >= 0)
 			return true;
 	return false;
 }
@@ -644,8 +588,6 @@ static void *watch_loop(void *arg)
 	for (unsigned long long now = now_ms(); any_open() && now < until;
 	     now = now_ms())
 		hear_round((int)(until - now), false);
-	if (watch.release_at)
-		release_held();
 	for (size_t i = 0; i < CONNS_MAX; i++)
 		if (conns[i].fd >= 0)
 			conn_close(&conns[i]);

@@ -170,10 +170,6 @@ EOF
 rm -f "$JOBS"/dist-train-*.stacks-rank-*
 run_step took srun -N2 -n4 --dist-train python3 ./timeout.py
 diag "$(first_cause)"
-# srun holds the records' answers until the ranks behind are known, up to
-# 0.7 s, so that the cause comes before Slurm's own lines on those tasks;
-# on a busy machine it may come after them. Shown, not checked.
-diag "srun's error lines, in order: $(grep '^srun: error: ' "$ERR" | cut -c1-60 | tr '\n' '|')"
 check "a gloo all_reduce that timed out: srun's first line names the first rank to give up, and says it only waited" \
 	eval 'first_cause | grep -q "dist-train: rank [1-3] failed first, on n[0-9]* (local rank [0-9]*): exit code 1, [0-9.]* s after the start when its all_reduce timed out, waiting for "' || show_output
 step=$(last_step)
