@@ -202,12 +202,15 @@ check "... the cause is still named once, at the end" \
 check "... and record=off writes no record" \
 	eval '! ls "$JOBS"/dist-train-*.json 2>/dev/null | grep -q .' || show_output
 
-# The site turns it off for everyone; a user turns it back on.
+# The site turns it off for everyone; a user turns it back on. (exec: a
+# shell that SIGTERM ends before its sleep is found would leave the sleep
+# to this cluster's proctrack/linuxproc, which finds a task's processes
+# through their parents, and srun would wait for it.)
 set_plugin_args fail-fast=no
-run_step took srun -N2 -n2 --dist-train sh -c '[ "$RANK" = 1 ] && exit 4; sleep 6'
+run_step took srun -N2 -n2 --dist-train sh -c '[ "$RANK" = 1 ] && exit 4; exec sleep 6'
 check "site fail-fast=no: the other task runs on (${took} s)" \
 	eval 'at_least "$took" 6' || show_output
-run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit 4; sleep 60'
+run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit 4; exec sleep 60'
 check "... --dist-train=fail-fast turns it back on (${took} s)" \
 	eval 'under "$took" 30 && grep -q "rank 1 failed first" "$ERR"' || show_output
 set_plugin_args
