@@ -113,11 +113,10 @@ _on_exit() {
 	exit $rc
 }
 
-# Each test's cluster numbers its jobs from 1 again, so its steps get the
-# ports an earlier test's steps had. What an earlier test left listening
-# there, or the other user's processes it left, would fail a step with
-# "in use by another program": the other user's go, and whatever still
-# holds the cluster's port range is named in the log.
+# What an earlier test left holding a port in the steps' range (the
+# default port-range=), or the other user's processes it left, would fail
+# a step with "in use by another program": the other user's go, and
+# whatever still holds the range is named in the log.
 sweep_leftovers() {
 	local other=${DT_TEST_OTHER_USER:-dtother} pids held
 	if id "$other" >/dev/null 2>&1 && pids=$(pgrep -d, -u "$other"); then
