@@ -129,18 +129,12 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 		dt_note(notes, notes_len, "GPUs: yours (--gpu-bind)");
 	}
 	if (req.mode == DT_BIND_GPU) {
-		/* This runs in the task, as its user: NVML may be asked
-		 * which GPU each MIG instance is on. */
-		struct dt_nvml nvml = { 0 };
-
-		n = dt_step_gpus_placing_mig(machine,
-					     getenv("SLURM_STEP_GPUS", arg),
-					     getenv("SLURM_JOB_GPUS", arg),
-					     getenv(dt_gpu_visible_name(machine),
-						    arg),
-					     dt_nvml_mig_parent, &nvml, &gpus,
-					     err, errlen);
-		dt_nvml_close(&nvml);
+		/* In the task, as its user: NVML may be asked which GPU
+		 * each MIG instance is on. */
+		n = dt_task_step_gpus(machine, getenv("SLURM_STEP_GPUS", arg),
+				      getenv("SLURM_JOB_GPUS", arg),
+				      getenv(dt_gpu_visible_name(machine), arg),
+				      &gpus, err, errlen);
 		if (n < 0)
 			goto out;
 		/* No GPU to place: the step's cannot be told (MIG, UUIDs:

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "nvml_mig.h"
+#include "topology.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -100,4 +101,17 @@ void dt_nvml_close(struct dt_nvml *nvml)
 		dlclose(nvml->lib);
 	}
 	nvml->lib = NULL;
+}
+
+int dt_task_step_gpus(const struct dt_machine *m, const char *step_gpus,
+		      const char *job_gpus, const char *visible,
+		      unsigned **out, char *err, size_t errlen)
+{
+	struct dt_nvml nvml = { 0 };
+	int n = dt_step_gpus_placing_mig(m, step_gpus, job_gpus, visible,
+					 dt_nvml_mig_parent, &nvml, out, err,
+					 errlen);
+
+	dt_nvml_close(&nvml);
+	return n;
 }

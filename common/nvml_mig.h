@@ -38,4 +38,15 @@ int dt_nvml_mig_parent(void *arg, const char *uuid, int *minor, char *why,
 /* NVML shut down and let go, if it was opened. */
 void dt_nvml_close(struct dt_nvml *nvml);
 
+struct dt_machine;
+
+/*
+ * dt_step_gpus_placing_mig (common/topology.h) with NVML as the resolver,
+ * opened only where it is asked and closed before this returns: for the
+ * task's own process, as its user, never slurmstepd.
+ */
+int dt_task_step_gpus(const struct dt_machine *m, const char *step_gpus,
+		      const char *job_gpus, const char *visible,
+		      unsigned **out, char *err, size_t errlen);
+
 #endif

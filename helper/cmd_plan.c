@@ -209,7 +209,6 @@ int cmd_plan(int argc, char **argv)
 {
 	struct plan_options o;
 	struct dt_machine m;
-	struct dt_nvml nvml = { 0 };
 	struct dt_plan_request req;
 	struct dt_plan plan = { 0 };
 	unsigned *gpus = NULL;
@@ -225,13 +224,11 @@ int cmd_plan(int argc, char **argv)
 	rc = 1;
 	/* This node's MIG instances are placed as its tasks place them;
 	 * another machine's topology file has no NVML to ask. */
-	n = dt_step_gpus_placing_mig(&m,
+	n = (o.topology ? dt_step_gpus : dt_task_step_gpus)(&m,
 		o.gpus ? NULL : getenv("SLURM_STEP_GPUS"),
 		o.gpus ? NULL : getenv("SLURM_JOB_GPUS"),
 		o.gpus ? o.gpus : getenv(dt_gpu_visible_name(&m)),
-		o.topology ? NULL : dt_nvml_mig_parent, &nvml, &gpus, err,
-		sizeof(err));
-	dt_nvml_close(&nvml);
+		&gpus, err, sizeof(err));
 	if (n < 0) {
 		helper_error("%s", err);
 		goto out;

@@ -34,14 +34,11 @@ static int workers_per_node(const struct plugin_state *st, char **envp,
 	if (st->have_machine) {
 		/* In the agent's task, as its user: NVML may say which GPU
 		 * each MIG instance is on (common/nvml_mig.h). */
-		struct dt_nvml nvml = { 0 };
-
-		n = dt_step_gpus_placing_mig(&st->machine,
+		n = dt_task_step_gpus(&st->machine,
 			dt_envp_get(envp, "SLURM_STEP_GPUS"),
 			dt_envp_get(envp, "SLURM_JOB_GPUS"),
 			dt_envp_get(envp, dt_gpu_visible_name(&st->machine)),
-			dt_nvml_mig_parent, &nvml, gpus, err, errlen);
-		dt_nvml_close(&nvml);
+			gpus, err, errlen);
 		if (n < 0)
 			return -1;
 		*ngpus = (unsigned)n;
