@@ -14,6 +14,7 @@
  *   store.c        ... and rank 0's hold on the port of torch's store
  *   watch.c        srun, after the start: how the tasks end, fail-fast
  *   report.c       ... and each node's slurmstepd telling it
+ *   exit_reporter.c    (through one reporting process a node)
  *   exit_stacks.c  ... and keeping each rank's stacks of its end
  */
 #ifndef DIST_TRAIN_PLUGIN_H
@@ -127,6 +128,17 @@ struct plugin_state {
 	/* exit_stacks.c: by the node's task, its memory file, or -1. */
 	int *exit_stacks_fd;
 	uint32_t exit_stacks_n;
+
+	/* exit_reporter.c: slurmstepd's own process (post_opt), the only
+	 * one that may have the node's reporter; its pid (0: none) and
+	 * slurmstepd's end of its socket; whether one failed to start. */
+	pid_t stepd_pid;
+	pid_t reporter_pid;
+	int reporter_fd;
+	bool reporter_failed;
+	/* The node's tasks, and how many have ended (task_exit). */
+	uint32_t local_tasks;
+	uint32_t tasks_ended;
 };
 
 /* Now, in ms on the monotonic clock: what the parts above are timed by. */
@@ -180,6 +192,38 @@ void slurmstepd_exit(void);
  * step's environment) and as each task ends. */
 void report_setup(spank_t sp, struct plugin_state *st, char **env);
 void report_task_exit(spank_t sp, struct plugin_state *st);
+
+/* How one record went: the sender's outcome (its exit status, where a
+ * child of the task's own sent it). */
+enum report_outcome {
+	REPORT_HEARD = 0,	/* srun answered */
+	REPORT_UNSENT = 1,	/* srun is out of reach */
+	REPORT_NOT_USER = 2,	/* the sender could not become the user */
+	REPORT_LATE = 3,	/* sent; srun's answer came late */
+	REPORT_STACKS_SLOW = 4,	/* sent; the stacks' folder is too slow */
+};
+
+/* As the job's user (from root): 0, or -1. */
+struct dt_task_exit;
+int report_become_user(const struct plugin_state *st);
+/* Task E's RECORD (LEN bytes) to srun, and its STACKS (NULL: none) into
+ * the step's record folder: an outcome, each wait bounded. */
+int report_deliver(const struct plugin_state *st, const char *record,
+		   size_t len, const char *step_id,
+		   const struct dt_task_exit *e, const char *stacks,
+		   size_t stacks_len);
+
+/* exit_reporter.c: the node's one reporting process, started by the first
+ * record and stopped after the node's last (or at the step's end). A
+ * record's outcome from it, -1 with how it went (GONE) where it failed (the
+ * node then reports no more), or EXIT_REPORTER_NONE where this process
+ * may have none (Slurm's contain_spank clone): a child sends it. */
+#define EXIT_REPORTER_NONE (-2)
+int exit_reporter_send(struct plugin_state *st, const char *record,
+		       size_t len, const char *step_id,
+		       const struct dt_task_exit *e, const char *stacks,
+		       size_t stacks_len, char *gone, size_t gone_len);
+void exit_reporter_stop(struct plugin_state *st);
 
 struct dt_env;
 

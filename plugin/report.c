@@ -3,7 +3,8 @@
  * srun (watch.c), signed with the step's secret (common/exit_record.h).
  *
  * The address comes from the launch's environment, which the user
- * controls: the record is sent by a child that has become the user, and
+ * controls: the record is sent by a process that has become the user (the
+ * node's reporter, exit_reporter.c, or a child of the task's own), and
  * every wait is bounded, so that a wrong or dead address costs slurmstepd
  * at most a second once per node, and nothing more.
  */
@@ -30,6 +31,8 @@
 
 /* Sending one record and hearing srun's answer, at most. */
 #define SEND_MS 1000
+/* All a sender may take, stacks and record, before it is ended. */
+#define REPORT_ALARM_S 3
 
 static uint64_t wall_ms(void)
 {
@@ -213,23 +216,58 @@ static bool save_stacks(const struct plugin_state *st, const char *step_id,
 	_exit(close(fd) == 0 ? 0 : 1);
 }
 
-/*
- * In the child, as the job's user: keep the task's STACKS (NULL: none),
- * then send RECORD, and wait for srun's answer (srun names a failed task
- * before slurmstepd tells it the task ended); exits 0 once answered.
- */
+int report_become_user(const struct plugin_state *st)
+{
+	gid_t gid = st->job_gid;
+
+	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
+		return -1;
+	return 0;
+}
+
+/* The stacks first, then the record; srun's answer is waited for, so that
+ * srun names a failed task before slurmstepd tells it the task ended. */
+int report_deliver(const struct plugin_state *st, const char *record,
+		   size_t len, const char *step_id,
+		   const struct dt_task_exit *e, const char *stacks,
+		   size_t stacks_len)
+{
+	uint64_t deadline;
+	const char *why;
+	char answer[8];
+	bool saved = true;
+	int fd, rc;
+
+	if (stacks)
+		saved = save_stacks(st, step_id, e, stacks, stacks_len);
+	deadline = now_ms() + SEND_MS;
+	fd = net_connect(st->report_host, st->report_port, deadline, &why);
+	if (fd < 0)
+		return REPORT_UNSENT;
+	/* Sent: srun heard it, even when its answer is late; and the
+	 * stacks' folder too slow to wait for again is said first. */
+	if (!net_send_all(fd, record, len, deadline))
+		rc = REPORT_UNSENT;
+	else if (!saved)
+		rc = REPORT_STACKS_SLOW;
+	else if (net_read_line(fd, deadline, answer, sizeof(answer)) == 0)
+		rc = REPORT_HEARD;
+	else
+		rc = REPORT_LATE;
+	close(fd);
+	return rc;
+}
+
+/* The child of one task's record, where the node has no reporter
+ * (exit_reporter.c): as the job's user, deliver it and exit with its
+ * answer. */
 static void send_as_user(const struct plugin_state *st, const char *record,
 			 size_t len, const char *step_id,
 			 const struct dt_task_exit *e, const char *stacks,
 			 size_t stacks_len)
 {
-	uint64_t deadline;
-	const char *why;
-	char answer[8];
-	gid_t gid = st->job_gid;
 	sigset_t alarm_only;
-	bool saved = true;
-	int fd;
 
 	/* Whatever hangs, the child ends: slurmstepd blocks SIGALRM, and
 	 * the child inherits its mask and handlers. */
@@ -237,31 +275,43 @@ static void send_as_user(const struct plugin_state *st, const char *record,
 	sigaddset(&alarm_only, SIGALRM);
 	signal(SIGALRM, SIG_DFL);
 	sigprocmask(SIG_UNBLOCK, &alarm_only, NULL);
-	alarm(3);
-	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
-	    setresuid(st->job_uid, st->job_uid, st->job_uid) < 0)
-		_exit(2);
-	if (stacks)
-		saved = save_stacks(st, step_id, e, stacks, stacks_len);
-	deadline = now_ms() + SEND_MS;
-	fd = net_connect(st->report_host, st->report_port, deadline, &why);
-	if (fd < 0 || !net_send_all(fd, record, len, deadline))
-		_exit(1);
-	/* Sent: srun heard it, even when its answer is late (3); 4: and
-	 * the stacks' folder is too slow to wait for again. */
-	if (!saved)
-		_exit(4);
-	_exit(net_read_line(fd, deadline, answer, sizeof(answer)) == 0 ? 0 : 3);
+	alarm(REPORT_ALARM_S);
+	if (report_become_user(st) < 0)
+		_exit(REPORT_NOT_USER);
+	_exit(report_deliver(st, record, len, step_id, e, stacks, stacks_len));
+}
+
+/* One record sent by a child of its own, as the job's user: its outcome,
+ * or -1 with how it was GONE where the child ended otherwise. */
+static int send_by_child(const struct plugin_state *st, const char *record,
+			 size_t len, const char *step_id,
+			 const struct dt_task_exit *e, const char *stacks,
+			 size_t stacks_len, char *gone, size_t gone_len)
+{
+	pid_t pid = fork();
+	int rc;
+
+	if (pid == 0)
+		send_as_user(st, record, len, step_id, e, stacks, stacks_len);
+	if (pid < 0) {
+		snprintf(gone, gone_len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(rc))
+		return WEXITSTATUS(rc);
+	snprintf(gone, gone_len, "signal %d", WTERMSIG(rc));
+	return -1;
 }
 
 void report_task_exit(spank_t sp, struct plugin_state *st)
 {
 	struct dt_task_exit e;
-	char record[DT_EXIT_RECORD_MAX], step_id[32], *stacks;
+	char record[DT_EXIT_RECORD_MAX], step_id[32], gone[64], *stacks;
 	uint32_t rank, local_id;
 	size_t stacks_len;
 	int status, len, rc;
-	pid_t pid;
 
 	if (!st->report_on ||
 	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
@@ -285,19 +335,19 @@ void report_task_exit(spank_t sp, struct plugin_state *st)
 		return;
 	stacks = st->record_dir[0] ?
 		 exit_stacks_take(st, local_id, status, &stacks_len) : NULL;
-	pid = fork();
-	if (pid == 0)
-		send_as_user(st, record, (size_t)len, step_id, &e, stacks,
-			     stacks_len);
+	if (!stacks)
+		stacks_len = 0;
+	gone[0] = '\0';
+	rc = exit_reporter_send(st, record, (size_t)len, step_id, &e, stacks,
+				stacks_len, gone, sizeof(gone));
+	if (rc == EXIT_REPORTER_NONE)
+		rc = send_by_child(st, record, (size_t)len, step_id, &e,
+				   stacks, stacks_len, gone, sizeof(gone));
 	free(stacks);
-	if (pid < 0)
-		return;
-	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)
-		;
 	/* srun is gone or out of reach: the node's other tasks keep quiet.
 	 * A late answer (srun asking slurmctld, or busy with a stranger's
 	 * connection) is no reason to. */
-	if (WIFEXITED(rc) && WEXITSTATUS(rc) == 4) {
+	if (rc == REPORT_STACKS_SLOW) {
 		dt_log_debug("step %s: the record folder %s took over %d ms "
 			     "to write task %u's stacks: this node saves no "
 			     "more", step_id, st->record_dir, STACKS_WRITE_MS,
@@ -305,12 +355,12 @@ void report_task_exit(spank_t sp, struct plugin_state *st)
 		st->record_dir[0] = '\0';
 		return;
 	}
-	if (!WIFEXITED(rc) || (WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 3)) {
+	if (rc != REPORT_HEARD && rc != REPORT_LATE) {
+		if (rc >= 0)
+			snprintf(gone, sizeof(gone), "exit %d", rc);
 		dt_log_debug("step %s: srun at %s:%s did not hear how task %u "
-			     "ended (%s %d)", step_id, st->report_host,
-			     st->report_port, rank,
-			     WIFEXITED(rc) ? "exit" : "signal",
-			     WIFEXITED(rc) ? WEXITSTATUS(rc) : WTERMSIG(rc));
+			     "ended (%s)", step_id, st->report_host,
+			     st->report_port, rank, gone);
 		st->report_on = false;
 	}
 }

@@ -128,6 +128,7 @@ int slurmstepd_post_opt(spank_t sp)
 	uint32_t step_id;
 	int rc;
 
+	st->stepd_pid = getpid();
 	if ((st->option_seen || st->site.default_on) &&
 	    get_u32(sp, S_JOB_STEPID, &step_id) == 0 &&
 	    step_id <= SLURM_MAX_NORMAL_STEP_ID)
@@ -319,6 +320,7 @@ int slurmstepd_user_init(spank_t sp)
 				      dt_envp_get(env, "SLURM_CONTAINER"),
 				      err, sizeof(err)) < 0)
 		goto fail;
+	st->local_tasks = step.local_tasks;
 	st->runs_rank0 = spank_get_item(sp, S_JOB_GLOBAL_TO_LOCAL_ID,
 					(uint32_t)0, &local_id) ==
 			 ESPANK_SUCCESS && local_id < step.local_tasks;
@@ -373,6 +375,9 @@ int slurmstepd_task_exit(spank_t sp)
 
 	if (st->node_active && !st->node_error[0])
 		report_task_exit(sp, st);
+	/* Gone before Slurm ends the step's processes. */
+	if (++st->tasks_ended >= st->local_tasks)
+		exit_reporter_stop(st);
 	if (!st->node_active || !st->step.torchrun || st->node_error[0] ||
 	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) == 0)
@@ -403,6 +408,7 @@ void slurmstepd_exit(void)
 {
 	struct plugin_state *st = plugin_state();
 
+	exit_reporter_stop(st);
 	dt_layout_free(&st->layout);
 	dt_machine_free(&st->machine);
 	dt_machine_free(&st->whole);

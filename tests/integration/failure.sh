@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 31
+plan 34
 
 # fail.py HOW: one gloo all_reduce across the step, then rank 5 ends HOW
 # (exit3, kill) after 2 s while the others sleep for 120 s.
@@ -214,6 +214,44 @@ run_step took srun -N2 -n2 --dist-train=fail-fast sh -c '[ "$RANK" = 1 ] && exit
 check "... --dist-train=fail-fast turns it back on (${took} s)" \
 	eval 'under "$took" 30 && grep -q "rank 1 failed first" "$ERR"' || show_output
 set_plugin_args
+
+# The node's reporter (plugin/exit_reporter.c): one process a node, made
+# as its first task ends, tells srun how each task ended, as the job's
+# user. It holds none of slurmstepd's descriptors: here rank 1 reads its
+# stdin, which srun closes 4 s in, well after rank 0 ended; a copy of
+# rank 1's stdin pipe held by the reporter would keep it reading for ever.
+job_file reporter.sh <<'EOF2'
+#!/bin/sh
+if [ "$SLURM_PROCID" = 0 ]; then
+	echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > .bg_step
+	exit 0
+fi
+exec cat
+EOF2
+rm -f "$JOBS/.bg_step"
+wait_jobs_completed
+{ sleep 4; echo "the end of stdin"; } |
+	timeout -k 10 60 "$DT_CLUSTER" run srun -N1 -n2 --dist-train ./reporter.sh > "$OUT" 2> "$ERR" &
+runner=$!
+reporter= reporter_fds=
+for _ in $(seq 30); do
+	step_now=$(cat "$JOBS/.bg_step" 2>/dev/null)
+	for pid in $(pgrep -x dist-train-exit); do
+		ps -o args= -p "$(ps -o ppid= -p "$pid")" | grep -qF "[$step_now]" && reporter=$pid
+	done
+	[ -n "$step_now" ] && [ -n "$reporter" ] && break
+	sleep 0.1
+done
+[ -n "$reporter" ] && reporter_fds=$(find /proc/$reporter/fd -mindepth 1 -printf '%f %l\n' 2>/dev/null | sort)
+diag "the reporter of step $step_now: ${reporter:-none}, as $(ps -o user= -p "${reporter:-0}"), descriptors: $reporter_fds"
+check "a node's tasks' ends go to srun through one reporter, as the job's user, which holds /dev/null and its socket alone" \
+	eval '[ -n "$reporter" ] && [ "$(ps -o user= -p "$reporter")" = "${DT_CLUSTER_USER:-dttest}" ] &&
+	      [ "$(echo "$reporter_fds" | grep -c "^[0-2] /dev/null$")" = 3 ] &&
+	      echo "$reporter_fds" | grep -q "^3 socket:" && [ "$(echo "$reporter_fds" | wc -l)" = 4 ]' || show_output
+wait $runner
+check "... so the node's other task read its stdin to the end, and the step ended" \
+	eval 'grep -q "^the end of stdin$" "$OUT"' || show_output
+check "... and the reporter went with the step" eval '! kill -0 "${reporter:-0}" 2>/dev/null'
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
 # its tasks' ends are no task's failure.
