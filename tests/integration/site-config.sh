@@ -4,7 +4,9 @@
 . "$(dirname "$0")/lib.sh"
 
 cluster_start
-plan 21
+# SlurmdParameters=contain_spank came with Slurm 23.02.
+contain_spank=$(slurmd -V | awk '{ split($2, v, "."); print (v[1] * 100 + v[2] >= 2302) }')
+plan $((21 + contain_spank))
 
 job_file show.sh <<'EOF2'
 #!/bin/sh
@@ -111,5 +113,20 @@ check "optional, a wrong --dist-train value: refused before launch" \
 	      grep -q "dist-train: --dist-train=bogus=1: unknown setting" "$ERR"' || show_output
 unset DT_CLUSTER_PLUGIN_MODE
 set_plugin_args
+
+# SlurmdParameters=contain_spank (Slurm 23.02 and later): Slurm runs
+# task_exit in a clone that shares slurmstepd's memory, not its
+# descriptors, so no node's reporter (plugin/exit_reporter.c) serves it;
+# each task's record has a child of its own, and srun still names the
+# failure first.
+if [ "$contain_spank" = 1 ]; then
+	cluster_stop
+	DT_CLUSTER_SLURMD_PARAMS=contain_spank cluster_start
+	start=$(date +%s)
+	job srun -N2 -n4 --dist-train sh -c '[ "$RANK" = 3 ] && exit 5; exec sleep 60'
+	took=$(( $(date +%s) - start ))
+	check "contain_spank: a failed task still stops the step ($took s), and srun names it first" \
+		eval '[ $took -lt 30 ] && grep -m1 error "$ERR" | grep -q "dist-train: rank 3 failed first, .*exit code 5"' || show_output
+fi
 
 finish
