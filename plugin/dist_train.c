@@ -40,6 +40,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			env = NULL;
 		plugin_node_name(env, node, sizeof(node));
 	}
+	/* No descriptor yet: 0 is not one of the plugin's. */
+	state.exit_stacks_fd = -1;
+	state.reporter_fd = -1;
 	dt_config_init(&state.site);
 	state.site_ok = dt_config_parse_site(&state.site, ac, av,
 					     state.site_error,

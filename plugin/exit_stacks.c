@@ -3,19 +3,26 @@
  * a step with SIGTERM, every rank's threads are written where they stood,
  * and kept past the process's end.
  *
- * slurmstepd makes one memory file per task of the node before the tasks
- * start (post_opt, in slurmstepd's own process: user_init may run in a
- * clone that does not share its descriptors). Each task gets its own
- * file, and only that one, as DIST_TRAIN_EXIT_STACKS_FD; the Python hook
+ * slurmstepd makes one memory file for the node's tasks before they start
+ * (post_opt, in slurmstepd's own process: user_init may run in a clone
+ * that does not share its descriptors). Each task opens the file again
+ * for itself (a description of its own, with its own offset) at its own
+ * region, EXIT_STACKS_REGION bytes apart, and gets that descriptor as
+ * DIST_TRAIN_EXIT_STACKS_FD; the Python hook
  * (helper/python/sitecustomize.py) has faulthandler write into it when
  * SIGTERM comes. slurmstepd still holds the file when the task is gone:
- * as the task ends, it reads at most EXIT_STACKS_MAX bytes of it, never
- * parsing more than a search for a traceback's header, and report.c's
- * child, as the user, writes them into the step's record folder.
+ * as the task ends, it reads at most EXIT_STACKS_MAX bytes of the task's
+ * region, never parsing more than a search for a traceback's header, and
+ * the node's reporter, as the user, writes them into the step's record
+ * folder. One file, not one a task: slurmstepd's descriptors past 64 and
+ * 128 make the kernel grow its descriptor table, and a multi-threaded
+ * process waits for an RCU grace period there (13 ms, measured with 16
+ * tasks a node: doc/performance.md), on the way to the tasks' start.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,51 +36,59 @@
 
 /* What the task's program finds its file under. */
 #define EXIT_STACKS_ENV "DIST_TRAIN_EXIT_STACKS_FD"
-/* The node's tasks that get one; Slurm's own limit is far above any
- * node's task count, and a file costs nothing until written. */
+/* The node's tasks that get a region; Slurm's own limit is far above any
+ * node's task count. */
 #define EXIT_STACKS_TASKS_MAX 4096
+/* Between two tasks' regions: the file is sparse (a region costs nothing
+ * until written), and a task writes one traceback per thread; one that
+ * wrote past this would run into the next task's region. */
+#define EXIT_STACKS_REGION ((off_t)16 << 20)
 
 void exit_stacks_open(spank_t sp, struct plugin_state *st)
 {
 	uint32_t n;
 
+	st->exit_stacks_fd = -1;
 	if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n) != ESPANK_SUCCESS ||
 	    n == 0 || n > EXIT_STACKS_TASKS_MAX)
 		return;
-	st->exit_stacks_fd = malloc(n * sizeof(int));
-	if (!st->exit_stacks_fd)
-		return;
-	st->exit_stacks_n = n;
-	for (uint32_t i = 0; i < n; i++)
-		st->exit_stacks_fd[i] = memfd_create("dist-train-exit-stacks",
-						     MFD_CLOEXEC);
+	st->exit_stacks_fd = memfd_create("dist-train-exit-stacks",
+					  MFD_CLOEXEC);
+	st->exit_stacks_n = st->exit_stacks_fd >= 0 ? n : 0;
 }
 
-/* The file of the node's task LOCAL_ID, or -1. */
-static int task_file(const struct plugin_state *st, uint32_t local_id)
+/* Where task LOCAL_ID's region starts, or -1 where it has none. */
+static off_t task_region(const struct plugin_state *st, uint32_t local_id)
 {
-	return local_id < st->exit_stacks_n ? st->exit_stacks_fd[local_id] :
-					      -1;
+	return st->exit_stacks_fd >= 0 && local_id < st->exit_stacks_n ?
+	       (off_t)local_id * EXIT_STACKS_REGION : -1;
 }
 
 int exit_stacks_task(spank_t sp, const struct plugin_state *st,
 		     struct dt_env *env)
 {
-	char text[16];
+	char path[64], text[16];
 	uint32_t local_id;
+	off_t region;
 	int fd;
 
 	/* No record folder (record=off), no srun to hear the task's end:
 	 * nothing would keep what the file holds. */
 	if (!st->report_on || !st->record_dir[0] ||
 	    spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS ||
-	    task_file(st, local_id) < 0)
+	    (region = task_region(st, local_id)) < 0)
 		return 0;
-	/* A copy without close-on-exec: the program's, and only its own
-	 * (the other tasks' files close at exec). */
-	fd = dup(task_file(st, local_id));
+	/* The task's own description, kept across exec for the program (the
+	 * node's descriptor closes there); a process may always open its
+	 * own descriptors again through /proc. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", st->exit_stacks_fd);
+	fd = open(path, O_RDWR);
 	if (fd < 0)
 		return 0;
+	if (lseek(fd, region, SEEK_SET) != region) {
+		close(fd);
+		return 0;
+	}
 	snprintf(text, sizeof(text), "%d", fd);
 	if (dt_env_put(env, EXIT_STACKS_ENV, text, DT_ENV_SET) < 0) {
 		close(fd);
@@ -93,26 +108,19 @@ static bool has_traceback(const char *text, size_t len)
 char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,
 		       size_t *len)
 {
-	int fd = task_file(st, local_id);
+	off_t region = task_region(st, local_id);
 	char *text = NULL;
 	size_t got = 0;
-	struct stat sb;
 
 	*len = 0;
-	if (fd < 0)
+	if (region < 0)
 		return NULL;
-	st->exit_stacks_fd[local_id] = -1;
-	/* Empty: no Python with the hook ran. Only a header: it ran, and
-	 * either ended by itself (nothing to keep) or was killed before it
-	 * could write (kept: it names the rank as unanswered). */
-	if (fstat(fd, &sb) < 0 || sb.st_size <= 0)
-		goto out;
 	text = malloc(EXIT_STACKS_MAX);
 	if (!text)
 		goto out;
 	while (got < EXIT_STACKS_MAX) {
-		ssize_t n = pread(fd, text + got, EXIT_STACKS_MAX - got,
-				  (off_t)got);
+		ssize_t n = pread(st->exit_stacks_fd, text + got,
+				  EXIT_STACKS_MAX - got, region + (off_t)got);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -120,6 +128,11 @@ char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,
 			break;
 		got += (size_t)n;
 	}
+	/* What was written ends at the first NUL (the file's holes read as
+	 * zeros). Nothing: no Python with the hook ran. Only a header: it
+	 * ran, and either ended by itself (nothing to keep) or was killed
+	 * before it could write (kept: it names the rank as unanswered). */
+	got = strnlen(text, got);
 	if (got == 0 || (!WIFSIGNALED(status) && !has_traceback(text, got))) {
 		free(text);
 		text = NULL;
@@ -127,16 +140,16 @@ char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,
 	}
 	*len = got;
 out:
-	close(fd);
+	/* The region's memory goes back now, not at the step's end. */
+	(void)fallocate(st->exit_stacks_fd, FALLOC_FL_PUNCH_HOLE |
+			FALLOC_FL_KEEP_SIZE, region, EXIT_STACKS_REGION);
 	return text;
 }
 
 void exit_stacks_close(struct plugin_state *st)
 {
-	for (uint32_t i = 0; i < st->exit_stacks_n; i++)
-		if (st->exit_stacks_fd[i] >= 0)
-			close(st->exit_stacks_fd[i]);
-	free(st->exit_stacks_fd);
-	st->exit_stacks_fd = NULL;
+	if (st->exit_stacks_fd >= 0)
+		close(st->exit_stacks_fd);
+	st->exit_stacks_fd = -1;
 	st->exit_stacks_n = 0;
 }

@@ -125,8 +125,9 @@ struct plugin_state {
 	/* The step's record folder, as srun named it; "": none. */
 	char record_dir[1024];
 
-	/* exit_stacks.c: by the node's task, its memory file, or -1. */
-	int *exit_stacks_fd;
+	/* exit_stacks.c: the node's memory file (-1: none), and the tasks
+	 * that have a region in it. */
+	int exit_stacks_fd;
 	uint32_t exit_stacks_n;
 
 	/* exit_reporter.c: slurmstepd's own process (post_opt), the only
@@ -227,11 +228,11 @@ void exit_reporter_stop(struct plugin_state *st);
 
 struct dt_env;
 
-/* exit_stacks.c: the node's files, made in post_opt; a task's, put into
- * its environment ENV in task_init (0, or -1 without memory); what the
- * task LOCAL_ID, ended with wait STATUS, left in it, a malloc'd copy of at
- * most EXIT_STACKS_MAX bytes into *LEN, or NULL where there is nothing to
- * keep; all of them closed at the end. */
+/* exit_stacks.c: the node's file, made in post_opt; a task's region of
+ * it, opened for the task and put into its environment ENV in task_init
+ * (0, or -1 without memory); what the task LOCAL_ID, ended with wait
+ * STATUS, left there, a malloc'd copy of at most EXIT_STACKS_MAX bytes
+ * into *LEN, or NULL where there is nothing to keep; closed at the end. */
 #define EXIT_STACKS_MAX (256u << 10)
 void exit_stacks_open(spank_t sp, struct plugin_state *st);
 int exit_stacks_task(spank_t sp, const struct plugin_state *st,
