@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,21 @@ static void task_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	task_vline(prefix, fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * Each spank_setenv takes a zeroed 256 KiB buffer (Slurm's setenvf), past
+ * glibc's mmap threshold: a fresh mapping and 64 page faults each time,
+ * most of what the task's setup costs. This process becomes the program
+ * at exec, whose malloc starts afresh: until then, such buffers come from
+ * the heap, and the next call uses the last one's pages again.
+ */
+static void reuse_large_buffers(void)
+{
+#ifdef __GLIBC__
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	mallopt(M_TRIM_THRESHOLD, 4 << 20);
+#endif
 }
 
 static int apply(spank_t sp, const struct dt_env *env)
@@ -358,6 +374,7 @@ int task_init(spank_t sp)
 		spank_unsetenv(sp, DT_WATCH_PORT_ENV);
 		return 0;
 	}
+	reuse_large_buffers();
 	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
 		envp = NULL;
 	plugin_node_name(envp, task_node, sizeof(task_node));
