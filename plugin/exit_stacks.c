@@ -109,12 +109,15 @@ char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,
 		       size_t *len)
 {
 	off_t region = task_region(st, local_id);
-	char *text = NULL;
+	char *text = NULL, first;
 	size_t got = 0;
 
 	*len = 0;
 	if (region < 0)
 		return NULL;
+	/* Most tasks wrote nothing: one byte says so, without the buffer. */
+	if (pread(st->exit_stacks_fd, &first, 1, region) != 1 || !first)
+		goto out;
 	text = malloc(EXIT_STACKS_MAX);
 	if (!text)
 		goto out;
