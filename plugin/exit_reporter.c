@@ -247,7 +247,6 @@ int exit_reporter_send(struct plugin_state *st, const char *record,
 
 void exit_reporter_stop(struct plugin_state *st)
 {
-	uint64_t deadline = now_ms() + STOP_MS;
 	pid_t pid = st->reporter_pid;
 	int status;
 
@@ -256,20 +255,6 @@ void exit_reporter_stop(struct plugin_state *st)
 	close(st->reporter_fd);
 	st->reporter_fd = -1;
 	st->reporter_pid = 0;
-	/* Not ours to wait for once Slurm's wait for any child has reaped
-	 * it; while waitpid says it is there, its pid is still its own. */
-	for (;;) {
-		pid_t got = waitpid(pid, &status, WNOHANG);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got != 0)
-			return;
-		if (now_ms() >= deadline)
-			break;
-		usleep(1000);
-	}
-	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* Told to go by its socket's end: it has STOP_MS. */
+	reap_child(pid, now_ms() + STOP_MS, &status);
 }

@@ -209,50 +209,6 @@ static int secret_pipe(const char *secret)
 	return fds[0];
 }
 
-/*
- * Wait for PID until DEADLINE, then kill its group. -1: it was killed.
- * A pidfd wakes us as it exits (Linux >= 5.3); without one, short naps.
- */
-static int reap(pid_t pid, long long deadline, int *status)
-{
-	int pidfd = -1, rc = 0;
-	unsigned nap_ms = 1;
-
-#ifdef SYS_pidfd_open
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-#endif
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-		long long left = deadline - now_ms();
-
-		if (r == pid)
-			goto out;
-		if (r < 0 && errno != EINTR) {
-			*status = -1;	/* not ours to reap (ECHILD) */
-			goto out;
-		}
-		if (left <= 0)
-			break;
-		if (pidfd >= 0) {
-			struct pollfd p = { pidfd, POLLIN, 0 };
-
-			poll(&p, 1, left > 60000 ? 60000 : (int)left);
-		} else {
-			usleep((left < nap_ms ? (unsigned)left : nap_ms) * 1000);
-			nap_ms = nap_ms >= 20 ? 20 : nap_ms * 2;
-		}
-	}
-	rc = -1;
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-		;
-out:
-	if (pidfd >= 0)
-		close(pidfd);
-	return rc;
-}
-
 int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 		     const char *secret, const char *rank0_host,
 		     bool rank0_port_only, struct dt_env *out, int *store_fd,
@@ -327,14 +283,14 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 	got = read_all(fds[0], deadline, &records, &len, &passed);
 	if (got < 0 && now_ms() < deadline) {
 		/* Not a result: no reason to wait for the rest of it. */
-		reap(pid, 0, &status);
+		reap_child(pid, 0, &status);
 		snprintf(err, errlen, "the helper %s sent no readable result: "
 			 "ask your administrator to install the helper "
 			 "(helper= in plugstack.conf) of the plugin's own "
 			 "release", cfg->helper);
 		goto out;
 	}
-	if (reap(pid, deadline, &status) < 0 || got < 0) {
+	if (reap_child(pid, (uint64_t)deadline, &status) < 0 || got < 0) {
 		snprintf(err, errlen, "the helper %s did not finish within "
 			 "%u s, waiting for PMIx or the other ranks: give it "
 			 "longer with --dist-train=timeout=SECONDS, or use "

@@ -16,6 +16,7 @@
  *   report.c       ... and each node's slurmstepd telling it
  *   exit_reporter.c    (through one reporting process a node)
  *   exit_stacks.c  ... and keeping each rank's stacks of its end
+ *   reap.c         waiting for the plugin's own children, bounded
  */
 #ifndef DIST_TRAIN_PLUGIN_H
 #define DIST_TRAIN_PLUGIN_H
@@ -174,6 +175,11 @@ static inline void plugin_node_name(char *const *envp, char *buf, size_t len)
 	if (gethostname(buf, len) < 0 || !memchr(buf, '\0', len))
 		snprintf(buf, len, "this node");
 }
+
+/* reap.c: wait for the child PID until DEADLINE (now_ms()), then kill it
+ * and its group, and reap it. 0, with its wait STATUS (-1 where Slurm's
+ * own wait for any child reaped it first); -1: it was killed. */
+int reap_child(pid_t pid, uint64_t deadline, int *status);
 
 /* options.c */
 int options_register(spank_t sp);

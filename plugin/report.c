@@ -297,8 +297,12 @@ static int send_by_child(const struct plugin_state *st, const char *record,
 		snprintf(gone, gone_len, "fork: %s", strerror(errno));
 		return -1;
 	}
-	while (waitpid(pid, &rc, 0) < 0 && errno == EINTR)
-		;
+	/* Past its own alarm: only a stopped child is still there. */
+	if (reap_child(pid, now_ms() + (REPORT_ALARM_S + 1) * 1000, &rc) < 0 ||
+	    rc == -1) {
+		snprintf(gone, gone_len, "no answer in time");
+		return -1;
+	}
 	if (WIFEXITED(rc))
 		return WEXITSTATUS(rc);
 	snprintf(gone, gone_len, "signal %d", WTERMSIG(rc));
