@@ -237,21 +237,24 @@ reporter= reporter_fds=
 for _ in $(seq 30); do
 	step_now=$(cat "$JOBS/.bg_step" 2>/dev/null)
 	for pid in $(pgrep -x dist-train-exit); do
-		ps -o args= -p "$(ps -o ppid= -p "$pid")" | grep -qF "[$step_now]" && reporter=$pid
+		# procps 4 pads ppid= with blanks, which no pid list takes.
+		ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
+		ps -o args= -p "${ppid:-0}" | grep -qF "[$step_now]" && reporter=$pid
 	done
 	[ -n "$step_now" ] && [ -n "$reporter" ] && break
 	sleep 0.1
 done
 [ -n "$reporter" ] && reporter_fds=$(find /proc/$reporter/fd -mindepth 1 -printf '%f %l\n' 2>/dev/null | sort)
-diag "the reporter of step $step_now: ${reporter:-none}, as $(ps -o user= -p "${reporter:-0}"), descriptors: $reporter_fds"
+reporter_user=$(ps -o user= -p "${reporter:-0}" | tr -d ' ')
+diag "the reporter of step $step_now: ${reporter:-none}, as $reporter_user, descriptors: $reporter_fds"
 check "a node's tasks' ends go to srun through one reporter, as the job's user, which holds /dev/null and its socket alone" \
-	eval '[ -n "$reporter" ] && [ "$(ps -o user= -p "$reporter")" = "${DT_CLUSTER_USER:-dttest}" ] &&
+	eval '[ -n "$reporter" ] && [ "$reporter_user" = "${DT_CLUSTER_USER:-dttest}" ] &&
 	      [ "$(echo "$reporter_fds" | grep -c "^[0-2] /dev/null$")" = 3 ] &&
 	      echo "$reporter_fds" | grep -q "^3 socket:" && [ "$(echo "$reporter_fds" | wc -l)" = 4 ]' || show_output
 wait $runner
 check "... so the node's other task read its stdin to the end, and the step ended" \
 	eval 'grep -q "^the end of stdin$" "$OUT"' || show_output
-check "... and the reporter went with the step" eval '! kill -0 "${reporter:-0}" 2>/dev/null'
+check "... and the reporter went with the step" eval '[ -n "$reporter" ] && ! kill -0 "$reporter" 2>/dev/null'
 
 # Slurm ends the job (here scancel; a time limit or preemption alike):
 # its tasks' ends are no task's failure.
