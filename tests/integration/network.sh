@@ -112,7 +112,10 @@ guarded "torchrun mode's rendezvous store" -N2 --ntasks-per-node=1 --dist-train=
 # another user listens on at rank 0's node: the kernel's lookup of the
 # rank's socket falls back to that listener, which is not the rank's.
 # With a barrier (n2 proved itself) and without (another node's address).
-LISTEN_PORT=23456
+# Below the plugin's default port range (20000-28999): a port inside it is
+# the step's own MASTER_PORT for some job id, whose rank 0 then found it
+# taken, rightly, and the check failed for that job alone.
+LISTEN_PORT=19876
 nsenter --net=/run/netns/dt-n1 runuser -u "$OTHER" -- python3 -c '
 import socket, sys, time
 s = socket.socket()
