@@ -172,16 +172,18 @@ static int reporter_start(struct plugin_state *st)
 }
 
 /* RQ, RECORD and STACKS to the reporter and its outcome back, by
- * DEADLINE: the outcome, or -1 (its FAULT) where the reporter did not
- * answer right; then it is stopped. */
+ * DEADLINE: the outcome, or -1 (its FAULT; *ENDED where the reporter was
+ * gone before its time) where it did not answer right; then it is
+ * stopped. */
 static int reporter_request(struct plugin_state *st,
 			    const struct reporter_request *rq,
 			    const char *record, const char *stacks,
-			    uint64_t deadline, const char **fault)
+			    uint64_t deadline, const char **fault, bool *ended)
 {
 	char line[8], *end;
 	long outcome = -1;
 
+	*ended = false;
 	if (net_send_all(st->reporter_fd, (const char *)rq, sizeof(*rq),
 			 deadline) &&
 	    net_send_all(st->reporter_fd, record, rq->record_len,
@@ -195,8 +197,8 @@ static int reporter_request(struct plugin_state *st,
 			return (int)outcome;
 		*fault = "answered wrong";
 	} else {
-		*fault = now_ms() >= deadline ? "did not answer in time" :
-		       "ended";
+		*ended = now_ms() < deadline;
+		*fault = *ended ? "ended" : "did not answer in time";
 	}
 	exit_reporter_stop(st);
 	return -1;
@@ -209,6 +211,7 @@ int exit_reporter_send(struct plugin_state *st, const char *record,
 {
 	struct reporter_request rq;
 	const char *failed = NULL;
+	bool ended = false;
 	int outcome = -1;
 
 	if (st->stepd_pid != getpid() || st->reporter_failed ||
@@ -234,8 +237,9 @@ int exit_reporter_send(struct plugin_state *st, const char *record,
 			break;
 		}
 		outcome = reporter_request(st, &rq, record, stacks,
-					   now_ms() + REPLY_MS, &failed);
-		if (outcome < 0 && strcmp(failed, "ended") != 0)
+					   now_ms() + REPLY_MS, &failed,
+					   &ended);
+		if (outcome < 0 && !ended)
 			break;
 	}
 	if (outcome < 0) {
