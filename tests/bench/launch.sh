@@ -101,8 +101,11 @@ EOF2
 measure() { # COUNT COMMAND...
 	local count=$1 t0 last
 	shift
+	# The last job's teardown and the wait for it (squeue) are no part
+	# of this one's start.
+	wait_jobs_completed
 	t0=$(date +%s.%N)
-	job "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
+	job_now "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
 	# torchrun prefixes its workers' lines ("[default0]:"), and two
 	# workers' lines can run together: count timestamps, not lines.
 	[ "$(grep -oE '[0-9]{10}\.[0-9]{4,}' "$OUT" | wc -l)" = "$count" ] ||

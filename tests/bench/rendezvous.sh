@@ -47,8 +47,11 @@ EOF2
 # Seconds from srun's start to the last rank's READY.
 measure() {
 	local t0 last
+	# The last job's teardown and the wait for it (squeue) are no part
+	# of this one's start.
+	wait_jobs_completed
 	t0=$(date +%s.%N)
-	job "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
+	job_now "$@" || { echo "failed: $*" >&2; tail -5 "$ERR" >&2; return 1; }
 	[ "$(grep -c 'READY' "$OUT")" = 8 ] || { echo "not 8 ranks: $*" >&2; return 1; }
 	last=$(sed -n 's/.*READY //p' "$OUT" | sort -n | tail -1)
 	awk -v a="$t0" -v b="$last" 'BEGIN { printf "%.3f\n", b - a }'

@@ -260,6 +260,12 @@ OUT=$JOBS/.out
 ERR=$JOBS/.err
 job() {
 	wait_jobs_completed
+	job_now "$@"
+}
+
+# job_now CMD...: job without the wait, for a benchmark that times srun
+# alone (it waits first, then takes its start time).
+job_now() {
 	timeout -k 10 "$JOB_TIMEOUT" "$DT_CLUSTER" run "$@" >"$OUT" 2>"$ERR"
 }
 
