@@ -11,12 +11,12 @@
 # each of srun -N4 -n64 --overcommit; every figure is the mean over all
 # their tasks.
 #
-# Unlike a launch's wall time (tests/bench/launch.sh), which moves by
-# several percent with whatever else the machine does, a task's own CPU
-# time hardly moves: this is the figure to follow when changing what the
-# plugin does per task. On this 2-core machine the 64 tasks of a step run
-# two at a time, so each 0.1 ms a task costs adds about 3 ms to the step's
-# start, 2% of plain srun's.
+# A launch's wall time (tests/bench/launch.sh) moves by several percent
+# with whatever else the machine does; this moves less (plain srun's
+# figure by 0.01 ms between runs, the plugin's part by 0.05), and says
+# what the tasks themselves spend. It is not the launch: a change that
+# cuts it need not shorten the launch (doc/performance.md, "Each task's
+# CPU before its program").
 set -u
 reps=${1:-20}
 . "$(dirname "$0")/lib.sh"
