@@ -632,7 +632,26 @@ static void test_entry_changes(void)
 	CU_ASSERT_FALSE(dt_env_entry_changes(&kept, dt_envp_getenv, envp));
 }
 
+/* A name is found whole, whatever its neighbours share with it. */
+static void test_envp_lookup(void)
+{
+	char *envp[] = { "RANKS=9", "LOCAL_RANK=1", "NOVALUE", "RANK=",
+			 "RANK=3", "R", "MASTER_ADDR=n1", NULL };
+
+	CU_ASSERT_STRING_EQUAL(dt_envp_get(envp, "RANK"), "");
+	CU_ASSERT_STRING_EQUAL(dt_envp_get(envp, "RANKS"), "9");
+	CU_ASSERT_STRING_EQUAL(dt_envp_get(envp, "LOCAL_RANK"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_envp_get(envp, "MASTER_ADDR"), "n1");
+	CU_ASSERT_PTR_NULL(dt_envp_get(envp, "R"));
+	CU_ASSERT_PTR_NULL(dt_envp_get(envp, "NOVALUE"));
+	CU_ASSERT_PTR_NULL(dt_envp_get(envp, "MASTER"));
+	CU_ASSERT_PTR_NULL(dt_envp_get(envp, "WORLD_SIZE"));
+	CU_ASSERT_PTR_NULL(dt_envp_get(NULL, "RANK"));
+	CU_ASSERT_STRING_EQUAL(dt_envp_getenv("RANKS", envp), "9");
+}
+
 static const struct unit_test tests[] = {
+	UNIT_TEST(test_envp_lookup),
 	UNIT_TEST(test_prepend),
 	UNIT_TEST(test_torchrun_variables),
 	UNIT_TEST(test_shared_node_threads),
