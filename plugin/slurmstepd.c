@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,17 @@ int slurmstepd_user_init(spank_t sp)
 	load_machine(sp, st);
 	report_setup(sp, st, env);
 	set_node_env(sp, st, step.first_global_id, env);
+#ifdef __GLIBC__
+	/*
+	 * What the node's setup freed (Slurm's 256 KiB buffer for each
+	 * spank_setenv, the plugin's own) goes back to the kernel before
+	 * Slurm forks the tasks: left in the heap, each task's first
+	 * allocations take those pages, shared with slurmstepd, and the
+	 * kernel copies each one (doc/performance.md, "Each task's CPU
+	 * before its program").
+	 */
+	malloc_trim(0);
+#endif
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:
