@@ -94,10 +94,164 @@ void dt_note(char *notes, size_t len, const char *what)
 	snprintf(notes + used, len - used, "%s%s", used ? "; " : "", what);
 }
 
+/* The plan's request for CFG's mode: Slurm's --gpu-bind chose the GPUs
+ * where TRES_BIND names them, and the plan binds by NUMA node alone. */
+static enum dt_bind_mode plan_mode(const struct dt_config *cfg,
+				   const char *tres_bind)
+{
+	if (tres_bind && strstr(tres_bind, "gpu") && cfg->bind == DT_BIND_GPU)
+		return DT_BIND_NUMA;
+	return (enum dt_bind_mode)cfg->bind;
+}
+
+int dt_bind_node_plan(const struct dt_machine *machine,
+		      const struct dt_config *cfg, dt_getenv_fn getenv,
+		      void *arg, unsigned ntasks, struct dt_plan *plan)
+{
+	struct dt_plan_request req;
+	char err[256];
+
+	memset(&req, 0, sizeof(req));
+	req.machine = machine;
+	req.mode = plan_mode(cfg, getenv("SLURMD_TRES_BIND", arg));
+	req.share_gpus = cfg->share_gpus;
+	req.ntasks = ntasks;
+	/* A GPU node's plan needs each task's own GPUs (and, for MIG, NVML
+	 * as the user): every task makes its own. */
+	if (!machine || cfg->bind == DT_BIND_OFF || ntasks == 0 ||
+	    (req.mode == DT_BIND_GPU && machine->ngpus))
+		return 1;
+	/* A failure is each task's to say, as without this plan. */
+	return dt_plan_compute(&req, plan, err, sizeof(err)) < 0 ? 1 : 0;
+}
+
+/* Whether the task bound its CPUs: a --cpu-bind of the user's wins. */
+static bool binds_cpus(const char *cpu_bind)
+{
+	return !(cpu_bind && *cpu_bind);
+}
+
+/* What a task bound by nothing, by its settings, gets. */
+static int put_bind_off(struct dt_env *env)
+{
+	return dt_env_put(env, "DIST_TRAIN_BIND",
+			  dt_bind_mode_name(DT_BIND_OFF), DT_ENV_SET);
+}
+
+/* Whether A and B are the same entry. */
+static bool same_entry(const struct dt_env_entry *a,
+		       const struct dt_env_entry *b)
+{
+	return a->action == b->action && !strcmp(a->name, b->name) &&
+	       (!a->value ? !b->value : b->value && !strcmp(a->value, b->value));
+}
+
+int dt_bind_node_env(const struct dt_machine *machine,
+		     const struct dt_config *cfg, const struct dt_plan *plan,
+		     dt_getenv_fn getenv, void *arg, struct dt_node_binding *out)
+{
+	const char *cpu_bind = getenv("SLURM_CPU_BIND_TYPE", arg);
+	const char *mem_bind = getenv("SLURM_MEM_BIND_TYPE", arg);
+	struct dt_bind_env_request ereq;
+	char err[256];
+
+	memset(out, 0, sizeof(*out));
+	out->bind_cpus = binds_cpus(cpu_bind);
+	out->bind_memory = !(mem_bind && *mem_bind);
+	if (cfg->bind == DT_BIND_OFF)
+		return put_bind_off(&out->common);
+	if (!plan)
+		return 0;
+	out->each = calloc(plan->ntasks ? plan->ntasks : 1,
+			   sizeof(*out->each));
+	if (!out->each)
+		return -1;
+	out->ntasks = plan->ntasks;
+	memset(&ereq, 0, sizeof(ereq));
+	ereq.machine = machine;
+	ereq.plan = plan;
+	ereq.own_gpu_only = cfg->own_gpu_only;
+	ereq.getenv = getenv;
+	ereq.getenv_arg = arg;
+	for (unsigned i = 0; i < plan->ntasks; i++) {
+		ereq.local_rank = i;
+		ereq.cpus_bound = out->bind_cpus && plan->tasks[i].ncpus > 0;
+		if (dt_binding_env(&ereq, &out->each[i], err,
+				   sizeof(err)) < 0)
+			goto fail;
+	}
+	/* What every task gets alike is the node's; the rest each task's. */
+	for (size_t k = 0; k < out->each[0].count; k++) {
+		const struct dt_env_entry *c = &out->each[0].entries[k];
+		bool alike = true;
+
+		for (unsigned i = 1; i < plan->ntasks && alike; i++) {
+			const struct dt_env_entry *t =
+				dt_env_find(&out->each[i], c->name);
+
+			alike = t && same_entry(t, c);
+		}
+		if (alike && dt_env_add(&out->common, c->name, c->value,
+					c->action) < 0)
+			goto fail;
+	}
+	for (unsigned i = 0; i < plan->ntasks; i++)
+		for (size_t k = 0; k < out->each[i].count;) {
+			const struct dt_env_entry *c =
+				dt_env_find(&out->common,
+					    out->each[i].entries[k].name);
+
+			if (c && same_entry(c, &out->each[i].entries[k]))
+				dt_env_remove(&out->each[i], k);
+			else
+				k++;
+		}
+	return 0;
+fail:
+	dt_node_binding_free(out);
+	return -1;
+}
+
+void dt_node_binding_free(struct dt_node_binding *nb)
+{
+	for (unsigned i = 0; nb->each && i < nb->ntasks; i++)
+		dt_env_free(&nb->each[i]);
+	free(nb->each);
+	dt_env_free(&nb->common);
+	memset(nb, 0, sizeof(*nb));
+}
+
+int dt_bind_foreseen(const struct dt_plan *plan,
+		     const struct dt_node_binding *nb, unsigned local_rank,
+		     struct dt_env *env)
+{
+	const struct dt_task_plan *t;
+	char why[256];
+
+	if (!nb->each)
+		return 0;
+	if (local_rank >= nb->ntasks || local_rank >= plan->ntasks)
+		return -1;
+	t = &plan->tasks[local_rank];
+	if (nb->bind_cpus && t->ncpus &&
+	    dt_bind_cpus(t->cpus, t->ncpus, why, sizeof(why)) < 0)
+		return -1;
+	/* As dt_bind_task: a memory policy that fails is a note only. */
+	if (nb->bind_memory && t->numa >= 0)
+		(void)dt_bind_memory(t->numa, why, sizeof(why));
+	for (size_t k = 0; k < nb->each[local_rank].count; k++) {
+		const struct dt_env_entry *e = &nb->each[local_rank].entries[k];
+
+		if (dt_env_put(env, e->name, e->value, e->action) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
-		 const struct dt_config *cfg, dt_getenv_fn getenv, void *arg,
-		 struct dt_env *env, char *notes, size_t notes_len, char *err,
-		 size_t errlen)
+		 const struct dt_config *cfg, const struct dt_plan *node_plan,
+		 dt_getenv_fn getenv, void *arg, struct dt_env *env,
+		 char *notes, size_t notes_len, char *err, size_t errlen)
 {
 	const char *cpu_bind = getenv("SLURM_CPU_BIND_TYPE", arg);
 	const char *mem_bind = getenv("SLURM_MEM_BIND_TYPE", arg);
@@ -107,27 +261,25 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 	struct dt_plan_request req;
 	struct dt_bind_env_request ereq;
 	struct dt_plan plan = { 0 };
+	const struct dt_plan *use = &plan;
 	const struct dt_task_plan *t;
 	unsigned *gpus = NULL;
 	char why[256], text[300];
 	int n, rc = -1;
 
 	if (cfg->bind == DT_BIND_OFF)
-		return dt_env_put(env, "DIST_TRAIN_BIND", "off", DT_ENV_SET);
+		return put_bind_off(env);
 	if (!machine) {
 		dt_note(notes, notes_len, no_machine);
 		return 0;
 	}
 	memset(&req, 0, sizeof(req));
 	req.machine = machine;
-	req.mode = cfg->bind;
+	req.mode = plan_mode(cfg, tres_bind);
 	req.share_gpus = cfg->share_gpus;
 	req.ntasks = lsize ? (unsigned)strtoul(lsize, NULL, 10) : 0;
-	/* Slurm's --gpu-bind chose the GPUs: bind to NUMA nodes only. */
-	if (tres_bind && strstr(tres_bind, "gpu") && req.mode == DT_BIND_GPU) {
-		req.mode = DT_BIND_NUMA;
+	if ((int)req.mode != cfg->bind)
 		dt_note(notes, notes_len, "GPUs: yours (--gpu-bind)");
-	}
 	if (req.mode == DT_BIND_GPU) {
 		/* In the task, as its user: NVML may be asked which GPU
 		 * each MIG instance is on. */
@@ -149,25 +301,29 @@ int dt_bind_task(const struct dt_machine *machine, const char *no_machine,
 		req.gpus = gpus;
 		req.ngpus = (unsigned)n;
 	}
-	if (dt_plan_compute(&req, &plan, err, errlen) < 0)
+	/* The node's, made once for all its tasks, where it is theirs. */
+	if (node_plan && node_plan->ntasks == req.ntasks &&
+	    !(req.mode == DT_BIND_GPU && machine->ngpus))
+		use = node_plan;
+	else if (dt_plan_compute(&req, &plan, err, errlen) < 0)
 		goto out;
 
 	memset(&ereq, 0, sizeof(ereq));
 	ereq.machine = machine;
-	ereq.plan = &plan;
+	ereq.plan = use;
 	ereq.local_rank = lrank ? (unsigned)strtoul(lrank, NULL, 10) : 0;
 	ereq.own_gpu_only = cfg->own_gpu_only;
 	ereq.getenv = getenv;
 	ereq.getenv_arg = arg;
-	if (ereq.local_rank >= plan.ntasks) {
+	if (ereq.local_rank >= use->ntasks) {
 		snprintf(err, errlen, "local rank %u is past the %u tasks of "
 			 "this node's binding plan: use --dist-train=bind=off, "
 			 "and report it to your administrator",
-			 ereq.local_rank, plan.ntasks);
+			 ereq.local_rank, use->ntasks);
 		goto out;
 	}
-	t = &plan.tasks[ereq.local_rank];
-	if (cpu_bind && *cpu_bind) {
+	t = &use->tasks[ereq.local_rank];
+	if (!binds_cpus(cpu_bind)) {
 		snprintf(text, sizeof(text), "CPUs: yours (--cpu-bind=%s)",
 			 cpu_bind);
 		dt_note(notes, notes_len, text);

@@ -22,6 +22,9 @@ struct dt_node_env {
 	/* By the same index: each name's value before (DT_ENV_SET), or
 	 * that it was absent (DT_ENV_UNSET). */
 	struct dt_env was;
+	/* What the tasks get alike holds more than SET: a name taken out
+	 * (TORCHELASTIC_USE_AGENT_STORE), which each task takes out. */
+	bool partial;
 };
 
 /*
@@ -54,6 +57,38 @@ const char *dt_node_env_getenv(const char *name, void *view);
  */
 int dt_node_env_undo(const struct dt_node_env *n, dt_getenv_fn getenv,
 		     void *arg, struct dt_env *out);
+
+/*
+ * Into ENV, a task's whole environment as it is to be applied, what puts
+ * back each name N set that ENV does not set itself (a task whose binding
+ * came out other than the node's), where GETENV/ARG still holds the
+ * node's value. 0, or -1: no memory.
+ */
+int dt_node_env_complete(const struct dt_node_env *n, dt_getenv_fn getenv,
+			 void *arg, struct dt_env *env);
+
+/* Whether every name N set still holds the node's value in GETENV/ARG. */
+bool dt_node_env_intact(const struct dt_node_env *n, dt_getenv_fn getenv,
+			void *arg);
+
+/*
+ * The inputs the node's part was made from: each name read through
+ * dt_env_reads_getenv and what it held then (DT_ENV_UNSET: absent), so
+ * that a task can tell that its own environment would give the same.
+ */
+struct dt_env_reads {
+	dt_getenv_fn getenv;	/* the environment read */
+	void *arg;
+	struct dt_env seen;
+	bool failed;		/* out of memory: nothing can be told */
+};
+
+/* dt_getenv_fn over a struct dt_env_reads: the value, recorded. */
+const char *dt_env_reads_getenv(const char *name, void *reads);
+
+/* Whether GETENV/ARG holds what R saw, name by name. */
+bool dt_env_reads_same(const struct dt_env_reads *r, dt_getenv_fn getenv,
+		       void *arg);
 
 /* Whether E changes the environment GETENV/ARG reads: a SET of another
  * value, an UNSET of a name that is there; a KEPT never does. */

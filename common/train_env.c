@@ -93,6 +93,17 @@ int dt_env_put(struct dt_env *env, const char *name, const char *value,
 	return 0;
 }
 
+void dt_env_remove(struct dt_env *env, size_t i)
+{
+	if (i >= env->count)
+		return;
+	free(env->entries[i].name);
+	free(env->entries[i].value);
+	memmove(&env->entries[i], &env->entries[i + 1],
+		(env->count - i - 1) * sizeof(env->entries[0]));
+	env->count--;
+}
+
 int dt_env_prepend(struct dt_env *env, const char *name, const char *item,
 		   const char *rest)
 {
@@ -213,9 +224,20 @@ static int push_socket_ifname(struct dt_env *out,
 
 bool dt_train_env_per_task(const char *name)
 {
-	/* What dt_train_env derives from req->rank and req->local_rank. */
+	/* What dt_train_env_task derives from the rank and local rank. */
 	return !strcmp(name, "RANK") || !strcmp(name, "LOCAL_RANK") ||
 	       !strcmp(name, "ROLE_RANK");
+}
+
+int dt_train_env_task(uint32_t rank, uint32_t local_rank, struct dt_env *out)
+{
+	int rc = 0;
+
+	rc |= push_u32(out, "RANK", rank);
+	rc |= push_u32(out, "LOCAL_RANK", local_rank);
+	/* One role, as torchrun has without --role. */
+	rc |= push_u32(out, "ROLE_RANK", rank);
+	return rc ? -1 : 0;
 }
 
 int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
@@ -233,14 +255,11 @@ int dt_train_env(const struct dt_env_request *req, struct dt_env *out,
 		return -1;
 	}
 
-	rc |= push_u32(out, "RANK", req->rank);
-	rc |= push_u32(out, "LOCAL_RANK", req->local_rank);
+	rc |= dt_train_env_task(req->rank, req->local_rank, out);
 	rc |= push_u32(out, "WORLD_SIZE", l->world_size);
 	rc |= push_u32(out, "LOCAL_WORLD_SIZE", l->local_size);
 	rc |= push_u32(out, "GROUP_RANK", l->node_rank);
 	rc |= push_u32(out, "GROUP_WORLD_SIZE", l->num_nodes);
-	/* One role, as torchrun has without --role. */
-	rc |= push_u32(out, "ROLE_RANK", req->rank);
 	rc |= push_u32(out, "ROLE_WORLD_SIZE", l->world_size);
 	rc |= dt_env_add(out, "ROLE_NAME", "default", DT_ENV_SET);
 

@@ -63,6 +63,10 @@ void dt_env_free(struct dt_env *env);
  * rather than one that all the tasks of a node share. */
 bool dt_train_env_per_task(const char *name);
 
+/* Into OUT, those of dt_train_env's entries that are each task's own:
+ * RANK, LOCAL_RANK, ROLE_RANK. 0, or -1: no memory. */
+int dt_train_env_task(uint32_t rank, uint32_t local_rank, struct dt_env *out);
+
 /* A torchrun agent, one per node, configured through torchrun's PET_*. */
 struct dt_torchrun_request {
 	const struct dt_layout *layout;
@@ -113,6 +117,9 @@ int dt_env_add(struct dt_env *env, const char *name, const char *value,
 /* Replace the entry for NAME, or append one. 0, or -1: no memory. */
 int dt_env_put(struct dt_env *env, const char *name, const char *value,
 	       enum dt_env_action action);
+
+/* Take entry I out of ENV, where there is one. */
+void dt_env_remove(struct dt_env *env, size_t i);
 
 /*
  * Set NAME to ITEM, followed by ":" and REST where REST is not empty (a

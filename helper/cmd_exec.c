@@ -73,7 +73,7 @@ int cmd_exec(int argc, char **argv)
 		       dt_machine_load(cfg.topology[0] ? cfg.topology : NULL,
 				       NULL, &machine, why, sizeof(why)) == 0;
 	machine.slurm_minors = cfg.slurm_gpus_minors;
-	rc = dt_bind_task(have_machine ? &machine : NULL, why, &cfg,
+	rc = dt_bind_task(have_machine ? &machine : NULL, why, &cfg, NULL,
 			  process_getenv, NULL, &env, notes, sizeof(notes),
 			  err, sizeof(err));
 	if (have_machine)

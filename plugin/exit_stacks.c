@@ -5,12 +5,16 @@
  *
  * slurmstepd makes one memory file for the node's tasks before they start
  * (post_opt, in slurmstepd's own process: user_init may run in a clone
- * that does not share its descriptors). Each task opens the file again
- * for itself (a description of its own, with its own offset) at its own
- * region, EXIT_STACKS_REGION bytes apart, and gets that descriptor as
- * DIST_TRAIN_EXIT_STACKS_FD; the Python hook
- * (helper/python/sitecustomize.py) has faulthandler write into it when
- * SIGTERM comes. slurmstepd still holds the file when the task is gone:
+ * that does not share its descriptors). Each task keeps the node's
+ * descriptor across exec, named with the size of a task's region in
+ * DIST_TRAIN_EXIT_STACKS_FD ("FD:REGION", the same for every task of the
+ * node, so set once for them all: common/node_env.h). The Python hook
+ * (helper/python/sitecustomize.py) opens the file again for its process
+ * (a description of its own, with its own offset) at the task's region,
+ * SLURM_LOCALID regions in, closes the node's descriptor, and has
+ * faulthandler write there when SIGTERM comes: a program without the hook
+ * pays nothing for it (opening it through /proc takes a new process some
+ * 15 us). slurmstepd still holds the file when the task is gone:
  * as the task ends, it reads at most EXIT_STACKS_MAX bytes of the task's
  * region, never parsing more than a search for a traceback's header, and
  * the node's reporter, as the user, writes them into the step's record
@@ -64,37 +68,36 @@ static off_t task_region(const struct plugin_state *st, uint32_t local_id)
 	       (off_t)local_id * EXIT_STACKS_REGION : -1;
 }
 
+bool exit_stacks_named(const struct plugin_state *st)
+{
+	/* No record folder (record=off), no srun to hear the task's end:
+	 * nothing would keep what the file holds. */
+	return st->report_on && st->record_dir[0] && st->exit_stacks_fd >= 0;
+}
+
+int exit_stacks_env(const struct plugin_state *st, struct dt_env *env)
+{
+	char text[48];
+
+	if (!exit_stacks_named(st))
+		return 0;
+	snprintf(text, sizeof(text), "%d:%lld", st->exit_stacks_fd,
+		 (long long)EXIT_STACKS_REGION);
+	return dt_env_put(env, EXIT_STACKS_ENV, text, DT_ENV_SET);
+}
+
 int exit_stacks_task(spank_t sp, const struct plugin_state *st,
 		     struct dt_env *env)
 {
-	char path[64], text[16];
 	uint32_t local_id;
-	off_t region;
-	int fd;
 
-	/* No record folder (record=off), no srun to hear the task's end:
-	 * nothing would keep what the file holds. */
-	if (!st->report_on || !st->record_dir[0] ||
+	/* The node's descriptor, kept across exec for the program. */
+	if (!exit_stacks_named(st) ||
 	    spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS ||
-	    (region = task_region(st, local_id)) < 0)
+	    task_region(st, local_id) < 0 ||
+	    fcntl(st->exit_stacks_fd, F_SETFD, 0) < 0)
 		return 0;
-	/* The task's own description, kept across exec for the program (the
-	 * node's descriptor closes there); a process may always open its
-	 * own descriptors again through /proc. */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", st->exit_stacks_fd);
-	fd = open(path, O_RDWR);
-	if (fd < 0)
-		return 0;
-	if (lseek(fd, region, SEEK_SET) != region) {
-		close(fd);
-		return 0;
-	}
-	snprintf(text, sizeof(text), "%d", fd);
-	if (dt_env_put(env, EXIT_STACKS_ENV, text, DT_ENV_SET) < 0) {
-		close(fd);
-		return -1;
-	}
-	return 0;
+	return exit_stacks_env(st, env) < 0 ? -1 : 1;
 }
 
 /* Whether TEXT (LEN bytes) holds one of faulthandler's tracebacks. */

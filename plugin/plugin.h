@@ -5,6 +5,7 @@
  *   options.c      the --dist-train option (every context)
  *   srun.c         srun, sbatch, salloc: validation before anything runs
  *   slurmstepd.c   once per node and step: the node's layout and ports
+ *   step_env.c     ... and srun's variables for the plugin alone, taken
  *   task.c         each task, just before exec: its environment
  *   helper.c       ... computed by the dist-train helper, with PMIx
  *   member.c       ... or, in a lean PMIx step, without it: a member's,
@@ -33,6 +34,8 @@
 
 #include <slurm/spank.h>
 
+#include "../common/bind_apply.h"
+#include "../common/binding.h"
 #include "../common/envp.h"
 #include "../common/layout.h"
 #include "../common/node_env.h"
@@ -88,10 +91,20 @@ struct plugin_state {
 	uint32_t cpus_per_task;
 	/* "=NAME": the interface towards the step's other nodes, or "". */
 	char socket_ifname[64];
+	/* What srun handed the step for the plugin (srun.c), taken out of
+	 * its environment: the secret's hex, rank 0's host or "". */
+	char secret_hex[DT_SECRET_HEX + 1];
+	char rank0_host[256];
 	/* The node's topology for binding, loaded once for its tasks. */
 	bool have_machine;
 	struct dt_machine machine;
 	char machine_error[512];	/* why there is none */
+	/* Its binding plan for all the node's tasks, where they share one
+	 * (not on a node with GPUs), and what it gives them
+	 * (common/bind_apply.h). */
+	bool have_node_plan;
+	struct dt_plan node_plan;
+	struct dt_node_binding node_binding;
 	/* task_init: the task's program (its argv[0]), for the helper's
 	 * NCCL check, which prefers the NCCL of a Python program's own
 	 * environment (helper/nccl_check.h); NULL when unknown. */
@@ -107,6 +120,8 @@ struct plugin_state {
 	/* What user_init set in the step's environment for all the node's
 	 * tasks (common/node_env.h); empty where each task sets it all. */
 	struct dt_node_env node_env;
+	/* What that part was made from (common/node_env.h). */
+	struct dt_env_reads node_reads;
 
 	/* What each part took (ms), for verbose and tests/bench/launch.sh:
 	 * srun's callbacks, this node's user_init and its topology. */
@@ -234,13 +249,21 @@ void exit_reporter_stop(struct plugin_state *st);
 
 struct dt_env;
 
-/* exit_stacks.c: the node's file, made in post_opt; a task's region of
- * it, opened for the task and put into its environment ENV in task_init
- * (0, or -1 without memory); what the task LOCAL_ID, ended with wait
- * STATUS, left there, a malloc'd copy of at most EXIT_STACKS_MAX bytes
- * into *LEN, or NULL where there is nothing to keep; closed at the end. */
+/* step_env.c: srun's variables for the plugin, out of the step's
+ * environment into ST, once a node (user_init). */
+void take_srun_env(spank_t sp, struct plugin_state *st);
+
+/* exit_stacks.c: the node's file, made in post_opt; whether the tasks
+ * are to get it, and its name in the environment ENV of every task of the
+ * node (0, or -1 without memory); kept across exec for the task in
+ * task_init, and named in its ENV (1; 0: not kept; -1: no memory); what
+ * the task LOCAL_ID, ended with wait STATUS, left in its region, a
+ * malloc'd copy of at most EXIT_STACKS_MAX bytes into *LEN, or NULL where
+ * there is nothing to keep; closed at the end. */
 #define EXIT_STACKS_MAX (256u << 10)
 void exit_stacks_open(spank_t sp, struct plugin_state *st);
+bool exit_stacks_named(const struct plugin_state *st);
+int exit_stacks_env(const struct plugin_state *st, struct dt_env *env);
 int exit_stacks_task(spank_t sp, const struct plugin_state *st,
 		     struct dt_env *env);
 char *exit_stacks_take(struct plugin_state *st, uint32_t local_id, int status,

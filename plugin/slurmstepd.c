@@ -19,6 +19,7 @@
 #include <slurm/slurm.h>
 
 #include "plugin.h"
+#include "../common/bind_apply.h"
 #include "../common/binding.h"
 #include "../common/envp.h"
 #include "../common/error.h"
@@ -196,6 +197,35 @@ static void find_socket_ifname(struct plugin_state *st)
 }
 
 /*
+ * Into TASK, what the binding gives every task of the node alike, from
+ * one plan made here for them all, which each task then uses instead of
+ * making its own (a GPU node's tasks each make theirs). GETENV/ARG: the
+ * step's environment. 0, or -1: no memory.
+ */
+static int node_binding_env(struct plugin_state *st, dt_getenv_fn getenv,
+			    void *arg, struct dt_env *task)
+{
+	const struct dt_env *common = &st->node_binding.common;
+
+	/* For as many tasks as each task's LOCAL_WORLD_SIZE says. */
+	st->have_node_plan = st->have_machine &&
+			     dt_bind_node_plan(&st->machine, &st->step,
+					       getenv, arg,
+					       st->layout.local_size,
+					       &st->node_plan) == 0;
+	if (dt_bind_node_env(&st->machine, &st->step,
+			     st->have_node_plan ? &st->node_plan : NULL,
+			     getenv, arg, &st->node_binding) < 0)
+		return -1;
+	for (size_t i = 0; i < common->count; i++)
+		if (dt_env_put(task, common->entries[i].name,
+			       common->entries[i].value,
+			       common->entries[i].action) < 0)
+			return -1;
+	return 0;
+}
+
+/*
  * What every task of the node gets alike, set once in the step's
  * environment, which each task inherits, instead of by every task
  * (common/node_env.h). Not where the tasks meet at the start barrier
@@ -208,6 +238,7 @@ static void set_node_env(spank_t sp, struct plugin_state *st,
 			 uint32_t first_rank, char **env)
 {
 	const char *mpi = dt_envp_get(env, "SLURM_MPI_TYPE");
+	struct dt_env_reads *reads = &st->node_reads;
 	struct dt_env task = { 0 };
 	char step_id[32], err[256];
 
@@ -216,12 +247,18 @@ static void set_node_env(spank_t sp, struct plugin_state *st,
 	    (st->step.use_pmix && mpi && !strncmp(mpi, "pmix", 4)))
 		return;
 	snprintf(step_id, sizeof(step_id), "%u.%u", st->job_id, st->step_id);
+	/* What it is made from is kept: a task whose environment holds the
+	 * same needs only its own part (task.c). */
+	reads->getenv = dt_envp_getenv;
+	reads->arg = env;
 	/* The node's first task's, less what is each task's own. */
-	if (task_train_env(st, first_rank, 0, step_id, dt_envp_getenv, env,
-			   &task, err, sizeof(err)) < 0 ||
+	if (task_train_env(st, first_rank, 0, step_id, dt_env_reads_getenv,
+			   reads, &task, err, sizeof(err)) < 0 ||
 	    dt_python_hook(st->step.worker_lib, NULL,
-			   dt_envp_get(env, "PYTHONPATH"),
+			   dt_env_reads_getenv("PYTHONPATH", reads),
 			   st->step.store_tree, &task) < 0 ||
+	    node_binding_env(st, dt_env_reads_getenv, reads, &task) < 0 ||
+	    exit_stacks_env(st, &task) < 0 ||
 	    dt_node_env_from(&task, dt_envp_getenv, env, &st->node_env) < 0)
 		goto out;
 	for (size_t i = 0; i < st->node_env.set.count;) {
@@ -355,6 +392,7 @@ int slurmstepd_user_init(spank_t sp)
 	load_machine(sp, st);
 	report_setup(sp, st, env);
 	set_node_env(sp, st, step.first_global_id, env);
+	take_srun_env(sp, st);
 #ifdef __GLIBC__
 	/*
 	 * What the node's setup freed (Slurm's 256 KiB buffer for each
@@ -369,6 +407,7 @@ int slurmstepd_user_init(spank_t sp)
 	st->node_ms = plugin_clock_ms() - start;
 	return 0;
 fail:
+	take_srun_env(sp, st);
 	snprintf(st->node_error, sizeof(st->node_error), "%s", err);
 	dt_log_error("step %u.%u on %s: %s", st->job_id, st->step_id,
 		     node_name(sp), err);
@@ -425,6 +464,12 @@ void slurmstepd_exit(void)
 	dt_machine_free(&st->machine);
 	dt_machine_free(&st->whole);
 	dt_node_env_free(&st->node_env);
+	explicit_bzero(st->secret_hex, sizeof(st->secret_hex));
+	if (st->have_node_plan)
+		dt_plan_free(&st->node_plan);
+	st->have_node_plan = false;
+	dt_node_binding_free(&st->node_binding);
+	dt_env_free(&st->node_reads.seen);
 	exit_stacks_close(st);
 	free(st->distribution);
 	st->distribution = NULL;

@@ -179,44 +179,6 @@ static bool in_foreign_root(const struct plugin_state *st)
 		root.st_ino != st->node_root_ino);
 }
 
-/*
- * What srun handed this step in NAME, out of the task's environment
- * before anything else, so that the program never sees it, even when this
- * task fails. Copied into BUF when it fits; BUF is "" otherwise.
- */
-static void take_env(spank_t sp, const char *name, char *buf, size_t len)
-{
-	char **envp = NULL;
-	const char *value = NULL;
-
-	buf[0] = '\0';
-	if (spank_get_item(sp, S_JOB_ENV, &envp) == ESPANK_SUCCESS)
-		value = dt_envp_get(envp, name);
-	if (!value)
-		return;
-	if (strlen(value) < len)
-		memcpy(buf, value, strlen(value) + 1);
-	spank_unsetenv(sp, name);
-}
-
-/*
- * The step's secret: srun's (srun.c), else one the user exported for
- * dist-train exec; both leave the environment. Only the real thing is
- * passed on; the helper says what is missing.
- */
-static void take_secret(spank_t sp, char hex[DT_SECRET_HEX + 1])
-{
-	char user[DT_SECRET_HEX + 1];
-
-	take_env(sp, DT_USER_SECRET_ENV, user, sizeof(user));
-	take_env(sp, DT_SECRET_ENV, hex, DT_SECRET_HEX + 1);
-	if (!hex[0])
-		memcpy(hex, user, sizeof(user));
-	explicit_bzero(user, sizeof(user));
-	if (strlen(hex) != DT_SECRET_HEX)
-		explicit_bzero(hex, DT_SECRET_HEX + 1);
-}
-
 /* Without PMIx, where rank 0 runs when Slurm does not say (srun.c). */
 static int rank0_host(struct plugin_state *st, char **envp,
 		      const char *hostfile_host, char *err, size_t errlen)
@@ -349,17 +311,61 @@ int task_train_env(const struct plugin_state *st, uint32_t rank,
 	return dt_train_env(&req, env, err, errlen);
 }
 
+/*
+ * Where the node's part of the environment holds for this task
+ * (common/node_env.h): only what is its own is set, its rank and what
+ * its binding adds, and it is bound as the node foresaw; the rest is in
+ * its environment already. Each condition is one thing that would make
+ * the whole environment, worked out below, come out otherwise, and a
+ * task's first touches of memory cost far more than the work itself
+ * (doc/performance.md). 0: done; 1: not so, the whole way instead; -1:
+ * failed (told).
+ */
+static int task_own_part(spank_t sp, struct plugin_state *st, uint32_t rank,
+			 uint32_t local_rank, char **envp)
+{
+	const char *container = dt_envp_get(envp, "SLURM_CONTAINER");
+	struct dt_node_env_view view;
+	struct dt_env env = { 0 };
+	int kept, rc = 1;
+
+	/* Rank 0 holds the step's store port (store.c); verbose notes. */
+	if (!st->node_env.set.count || st->node_env.partial || rank == 0 ||
+	    st->step.verbose ||
+	    (container && *container) || needs_barrier(&st->step, envp) ||
+	    (st->step.bind != DT_BIND_OFF && st->have_machine &&
+	     !st->have_node_plan))
+		return 1;
+	node_view(&view, st, envp);
+	if (!dt_node_env_intact(&st->node_env, dt_envp_getenv, envp) ||
+	    !dt_env_reads_same(&st->node_reads, dt_node_env_getenv, &view))
+		return 1;
+	if (dt_train_env_task(rank, local_rank, &env) < 0 ||
+	    (st->have_node_plan &&
+	     dt_bind_foreseen(&st->node_plan, &st->node_binding, local_rank,
+			      &env) < 0))
+		goto out;
+	kept = exit_stacks_task(sp, st, &env);
+	if (kept < 0 || (kept == 0 && exit_stacks_named(st)))
+		goto out;
+	rc = apply(sp, &env) < 0 ? -1 : 0;
+out:
+	dt_env_free(&env);
+	return rc;
+}
+
 int task_init(spank_t sp)
 {
 	struct plugin_state *st = plugin_state();
 	struct dt_env env = { 0 };
 	struct dt_node_env_view view;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	char secret[DT_SECRET_HEX + 1], hostfile_host[256];
+	/* slurmstepd took them out of the environment (slurmstepd.c). */
+	const char *secret = st->secret_hex, *hostfile_host = st->rank0_host;
 	char *line = NULL, *peers = NULL;
 	char **envp = NULL;
 	double start = plugin_clock_ms(), helper_ms = 0;
-	int store_fd = -1, hook, met;
+	int store_fd = -1, hook, met, own;
 	uint32_t rank;
 	int local_rank, rc = -1;
 
@@ -378,11 +384,6 @@ int task_init(spank_t sp)
 	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
 		envp = NULL;
 	plugin_node_name(envp, task_node, sizeof(task_node));
-	envp = NULL;
-	take_secret(sp, secret);
-	take_env(sp, DT_RANK0_HOST_ENV, hostfile_host, sizeof(hostfile_host));
-	/* For slurmstepd (report.c), not for the program. */
-	spank_unsetenv(sp, DT_WATCH_PORT_ENV);
 	/* slurmstepd already told srun, once for this node. */
 	if (st->node_error[0])
 		goto out;
@@ -410,6 +411,12 @@ int task_init(spank_t sp)
 		goto out;
 	}
 
+	own = st->step.torchrun ? 1 :
+	      task_own_part(sp, st, rank, (uint32_t)local_rank, envp);
+	if (own <= 0) {
+		rc = own;
+		goto out;
+	}
 	if (st->step.torchrun) {
 		/* The agents meet before any of them reads the store that
 		 * the first one hosts: its answer proves the port is the
@@ -481,9 +488,14 @@ int task_init(spank_t sp)
 			   sizeof(err)) < 0)
 		goto fail;
 apply:
+	/* Read as before the node's part: a value the node set is not the
+	 * user's (OMP_NUM_THREADS). */
+	node_view(&view, st, envp);
 	if (dt_bind_task(st->have_machine ? &st->machine : NULL,
-			 st->machine_error, &st->step, dt_envp_getenv, envp,
-			 &env, notes, sizeof(notes), err, sizeof(err)) < 0) {
+			 st->machine_error, &st->step,
+			 met == 1 && st->have_node_plan ? &st->node_plan : NULL,
+			 dt_node_env_getenv, &view, &env, notes, sizeof(notes),
+			 err, sizeof(err)) < 0) {
 		/* Every task of the node would say the same: one does. */
 		if (local_rank == 0)
 			task_error("%s", err);
@@ -513,6 +525,15 @@ set:
 		store_fd = -1;
 		if (held < 0)
 			goto fail;
+	}
+	/* What the node set that this task does not (its binding came out
+	 * otherwise) goes back to what it was. */
+	if (spank_get_item(sp, S_JOB_ENV, &envp) != ESPANK_SUCCESS)
+		envp = NULL;
+	if (dt_node_env_complete(&st->node_env, dt_envp_getenv, envp,
+				 &env) < 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
 	}
 	if (apply(sp, &env) < 0)
 		goto out;
@@ -549,7 +570,6 @@ fail:
 out:
 	if (store_fd >= 0)
 		close(store_fd);
-	explicit_bzero(secret, sizeof(secret));
 	free(line);
 	free(peers);
 	dt_env_free(&env);

@@ -306,52 +306,96 @@ else
 fi
 rm -rf "$record"
 
-# Stacks on the way down (plugin/exit_stacks.c): with the memory file the
-# plugin hands a task, SIGTERM writes every thread's stack into it and
-# then does what it did before: the default kills the process by SIGTERM;
-# a handler the program sets afterwards still runs (a checkpoint); a
-# program the process runs gets neither the file nor its name.
+# Stacks on the way down (plugin/exit_stacks.c): with the node's memory
+# file the plugin hands every task ("FD:REGION"), the hook opens it again
+# for its process at the task's region (SLURM_LOCALID regions in) and
+# closes the node's descriptor; SIGTERM writes every thread's stack there
+# and then does what it did before: the default kills the process by
+# SIGTERM; a handler the program sets afterwards still runs (a
+# checkpoint); a program the process runs gets neither the file nor its
+# name. A descriptor that is not the plugin's file is left alone.
 out=$(timeout 60 "$python" - "$hook" 2>&1 <<'PY'
 import os, signal, subprocess, sys, time
 
+REGION = 1 << 16
+
+def load_hook():
+    import importlib.util  # the hook, as Python runs it at a start
+    spec = importlib.util.spec_from_file_location(
+        "hook", os.path.join(sys.argv[1], "sitecustomize.py"))
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+def own_file():
+    """The child's own descriptor of the file, after the hook."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + name).startswith(
+                    "/memfd:dist-train-exit-stacks"):
+                return int(name)
+        except OSError:
+            pass
+    return None
+
 def run(mode):
     # Far from the descriptors ls itself opens.
-    fd = os.dup2(os.memfd_create("exit-stacks", 0), 100 + len(mode))
+    made = os.memfd_create("dist-train-exit-stacks", 0)
+    fd = os.dup2(made, 100 + len(mode))
+    os.close(made)
     pid = os.fork()
     if pid == 0:
-        os.environ["DIST_TRAIN_EXIT_STACKS_FD"] = str(fd)
+        os.environ["DIST_TRAIN_EXIT_STACKS_FD"] = "%d:%d" % (fd, REGION)
+        os.environ["SLURM_LOCALID"] = "2"
         os.environ["RANK"] = "3"
-        import importlib.util  # the hook, as Python runs it at a start
-        spec = importlib.util.spec_from_file_location(
-            "hook", os.path.join(sys.argv[1], "sitecustomize.py"))
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        load_hook()
+        own = own_file()
         if mode == "handler":
             def checkpoint(signum, frame):
-                os.write(fd, b"CHECKPOINT\n")
+                os.write(own, b"CHECKPOINT\n")
                 os._exit(7)
             signal.signal(signal.SIGTERM, checkpoint)
-        seen = subprocess.run(["sh", "-c", "echo ${DIST_TRAIN_EXIT_STACKS_FD:-unset}; ls /proc/self/fd"],
+        seen = subprocess.run(["sh", "-c", "echo ${DIST_TRAIN_EXIT_STACKS_FD:-unset}; "
+                               "ls -l /proc/self/fd | grep -c exit-stacks"],
                               capture_output=True, text=True).stdout.split()
-        os.write(fd, ("INHERITED %s\n" % (seen[0] != "unset" or str(fd) in seen[1:])).encode())
+        os.write(own, ("INHERITED %s node's %s\n" % (
+            seen != ["unset", "0"], os.path.exists("/proc/self/fd/%d" % fd))).encode())
         def waiting_for_sigterm(): time.sleep(30)
         waiting_for_sigterm()
         os._exit(0)
     time.sleep(1.5)
     os.kill(pid, signal.SIGTERM)
     _, status = os.waitpid(pid, 0)
-    text = os.pread(fd, 65536, 0).decode()
+    text = os.pread(fd, REGION, 2 * REGION).decode()
     print(mode, os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit %d" % os.WEXITSTATUS(status),
-          "in waiting_for_sigterm" in text, text.count("CHECKPOINT"), text.count("INHERITED False"),
-          text.startswith("dist-train: the stacks of rank 3 "))
+          "in waiting_for_sigterm" in text, text.count("CHECKPOINT"),
+          text.count("INHERITED False node's False"),
+          text.startswith("dist-train: the stacks of rank 3 "),
+          os.pread(fd, 2 * REGION, 0).strip(b"\0") == b"")
+    os.close(fd)
+
+def foreign():
+    # A wrapper reused the number for a file of its own.
+    null = os.open("/dev/null", os.O_RDWR)
+    fd = os.dup2(null, 120)
+    os.close(null)
+    pid = os.fork()
+    if pid == 0:
+        os.environ["DIST_TRAIN_EXIT_STACKS_FD"] = "%d:%d" % (fd, REGION)
+        load_hook()
+        os._exit(0 if os.path.exists("/proc/self/fd/%d" % fd) else 1)
+    _, status = os.waitpid(pid, 0)
+    print("foreign left open", os.WEXITSTATUS(status) == 0)
 
 run("plain")
 run("handler")
+foreign()
 PY
 )
-if grep -qx "plain 15 True 0 1 True" <<<"$out" && grep -qx "handler exit 7 True 1 1 True" <<<"$out"; then
-	echo "ok 11 - SIGTERM: every thread's stack into the task's file, then the default (killed by SIGTERM), or the program's own handler set later; a program it runs gets neither file nor name"
+if grep -qx "plain 15 True 0 1 True True" <<<"$out" &&
+	grep -qx "handler exit 7 True 1 1 True True" <<<"$out" &&
+	grep -qx "foreign left open True" <<<"$out"; then
+	echo "ok 11 - SIGTERM: every thread's stack into the task's region of the node's file, then the default (killed by SIGTERM), or the program's own handler set later; a program it runs gets neither file nor name; another file under the number is left alone"
 else
-	echo "not ok 11 - SIGTERM: stacks into the task's file"
+	echo "not ok 11 - SIGTERM: stacks into the task's region of the node's file"
 	sed 's/^/# /' <<<"$out"
 fi
 

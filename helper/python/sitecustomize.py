@@ -847,6 +847,29 @@ def _stacks_on_signal():
         _stacks_file = None
 
 
+def _own_stacks_fd(text):
+    """This process's descriptor of the stacks' file, from the plugin's
+    "FD:REGION": the node's file, which every task of the node holds as FD,
+    opened again for this process alone (its own offset) at the task's
+    region, SLURM_LOCALID regions in; the node's descriptor is closed. A
+    plain "FD" is this process's own already. None where FD is not the
+    plugin's file (a wrapper script may have reused the number)."""
+    import os
+
+    fd, _, region = text.partition(":")
+    fd = int(fd)
+    if not region:
+        return fd
+    link = "/proc/self/fd/%d" % fd
+    if not os.readlink(link).startswith("/memfd:dist-train-exit-stacks"):
+        return None
+    own = os.open(link, os.O_RDWR | os.O_CLOEXEC)
+    os.close(fd)
+    os.lseek(own, int(os.environ.get("SLURM_LOCALID", "0")) * int(region),
+             os.SEEK_SET)
+    return own
+
+
 def _stacks_on_sigterm():
     """Every thread's stack into the file slurmstepd holds for this task
     (DIST_TRAIN_EXIT_STACKS_FD, plugin/exit_stacks.c) when SIGTERM comes,
@@ -864,8 +887,8 @@ def _stacks_on_sigterm():
         import signal
         import stat
 
-        fd = int(text)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fd = _own_stacks_fd(text)
+        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
             return
         # This process's own: a program it runs gets neither the file
         # nor its name.

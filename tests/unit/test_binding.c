@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "unit.h"
+#include "../../common/bind_apply.h"
 #include "../../common/binding.h"
 #include "../../common/envp.h"
 #include "../../common/gpu_vendor.h"
 #include "../../common/hwloc_machine.h"
 #include "../../common/nvml_mig.h"
+#include "../../common/settings.h"
 #include "../../common/train_env.h"
 
 #define XML(name) DT_TOPOLOGIES "/" name
@@ -397,6 +399,98 @@ static void test_node_without_gpus(void)
 	CU_ASSERT_EQUAL(p.tasks[0].ncores, 12);
 	CU_ASSERT_EQUAL(p.tasks[0].cpus[0] != p.tasks[1].cpus[0], 1);
 	dt_plan_free(&p);
+	dt_machine_free(&m);
+}
+
+/*
+ * The plan slurmstepd makes once for a node's tasks, and the environment
+ * binding gives them: only where no task needs GPUs of its own; what is
+ * the same for all the node's, the rest each task's.
+ */
+static void test_node_plan(void)
+{
+	struct dt_machine m = load(FOUR_NUMA_NO_GPU, NULL);
+	struct dt_machine gpus = load(TWO_SOCKETS_3_GPUS, NULL);
+	char *none[] = { NULL };
+	char *cpu_bind[] = { "SLURM_CPU_BIND_TYPE=map_cpu:",
+			     "SLURM_MEM_BIND_TYPE=local", NULL };
+	char *gpu_bind[] = { "SLURMD_TRES_BIND=gpu:closest", NULL };
+	struct dt_node_binding nb;
+	struct dt_config cfg;
+	struct dt_plan p;
+	struct dt_env env = { 0 };
+
+	dt_config_init(&cfg);
+	cfg.bind = DT_BIND_GPU;
+	/* Eight tasks over four NUMA nodes: each its own CPUs and NUMA. */
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_plan(&m, &cfg, dt_envp_getenv, none,
+						8, &p), 0);
+	CU_ASSERT_EQUAL(p.ntasks, 8);
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_env(&m, &cfg, &p, dt_envp_getenv,
+					       none, &nb), 0);
+	CU_ASSERT_TRUE(nb.bind_cpus && nb.bind_memory);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.common, "DIST_TRAIN_BIND"),
+			       "numa");
+	CU_ASSERT_PTR_NULL(dt_env_find(&nb.common, "DIST_TRAIN_CPUS"));
+	CU_ASSERT_PTR_NULL(dt_env_find(&nb.common, "DIST_TRAIN_NUMA"));
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.common, "OMP_NUM_THREADS"),
+			       "12");
+	CU_ASSERT_EQUAL_FATAL(nb.ntasks, 8);
+	/* Each task's own: what the plan gives it beyond the common. */
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.each[2], "DIST_TRAIN_NUMA"), "1");
+	CU_ASSERT_PTR_NOT_NULL(dt_env_find(&nb.each[2], "DIST_TRAIN_CPUS"));
+	CU_ASSERT_PTR_NULL(dt_env_find(&nb.each[2], "DIST_TRAIN_BIND"));
+	/* Past the plan's tasks: not foreseen, the task binds itself. */
+	CU_ASSERT_EQUAL(dt_bind_foreseen(&p, &nb, 8, &env), -1);
+	CU_ASSERT_EQUAL(env.count, 0);
+	dt_node_binding_free(&nb);
+	CU_ASSERT_PTR_NULL(nb.each);
+	dt_plan_free(&p);
+	/* One task: all of it is common. */
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_plan(&m, &cfg, dt_envp_getenv, none,
+						1, &p), 0);
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_env(&m, &cfg, &p, dt_envp_getenv,
+					       none, &nb), 0);
+	CU_ASSERT_PTR_NOT_NULL(dt_env_find(&nb.common, "DIST_TRAIN_CPUS"));
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.common, "DIST_TRAIN_NUMA"), "0");
+	CU_ASSERT_EQUAL(nb.each[0].count, 0);
+	dt_node_binding_free(&nb);
+	/* The user's --cpu-bind and --mem-bind: the tasks bind neither, and
+	 * none gets the plan's CPUs. */
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_env(&m, &cfg, &p, dt_envp_getenv,
+					       cpu_bind, &nb), 0);
+	CU_ASSERT_FALSE(nb.bind_cpus || nb.bind_memory);
+	CU_ASSERT_PTR_NULL(dt_env_find(&nb.common, "DIST_TRAIN_CPUS"));
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.common, "DIST_TRAIN_NUMA"), "0");
+	/* Nothing to bind: foreseen, and nothing added. */
+	CU_ASSERT_EQUAL(dt_bind_foreseen(&p, &nb, 0, &env), 0);
+	CU_ASSERT_EQUAL(env.count, 0);
+	dt_node_binding_free(&nb);
+	dt_plan_free(&p);
+	/* A GPU node: each task's GPUs are its own. Not with --gpu-bind,
+	 * which leaves the plan NUMA nodes alone. */
+	CU_ASSERT_EQUAL(dt_bind_node_plan(&gpus, &cfg, dt_envp_getenv, none,
+					  3, &p), 1);
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_plan(&gpus, &cfg, dt_envp_getenv,
+						gpu_bind, 3, &p), 0);
+	CU_ASSERT_EQUAL(p.mode, DT_BIND_NUMA);
+	dt_plan_free(&p);
+	/* Binding off: no plan, and every task says so alike. */
+	cfg.bind = DT_BIND_OFF;
+	CU_ASSERT_EQUAL(dt_bind_node_plan(&m, &cfg, dt_envp_getenv, none, 8,
+					  &p), 1);
+	CU_ASSERT_EQUAL_FATAL(dt_bind_node_env(&m, &cfg, NULL, dt_envp_getenv,
+					       none, &nb), 0);
+	CU_ASSERT_EQUAL(nb.common.count, 1);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&nb.common, "DIST_TRAIN_BIND"),
+			       "off");
+	CU_ASSERT_PTR_NULL(nb.each);
+	dt_node_binding_free(&nb);
+	/* No machine: nothing to plan. */
+	cfg.bind = DT_BIND_NUMA;
+	CU_ASSERT_EQUAL(dt_bind_node_plan(NULL, &cfg, dt_envp_getenv, none, 8,
+					  &p), 1);
+	dt_machine_free(&gpus);
 	dt_machine_free(&m);
 }
 
@@ -922,6 +1016,7 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_amd_mi250x),
 	UNIT_TEST(test_amd_mi300a),
 	UNIT_TEST(test_node_without_gpus),
+	UNIT_TEST(test_node_plan),
 	UNIT_TEST(test_vpi_card),
 	UNIT_TEST(test_more_tasks_than_cores),
 	UNIT_TEST(test_environment),

@@ -29,6 +29,7 @@ static void mock_task_exit(int code)
 #define _exit(code) mock_task_exit(code)
 
 #include "../../plugin/task.c"
+#include "../../plugin/step_env.c"
 #include "../../common/binding.h"
 #include "../../common/store_port.h"
 
@@ -46,6 +47,8 @@ static size_t nmade;
 static char stale_entry[] = "STALE=this array was moved by spank_setenv";
 
 static struct plugin_state mock_state;
+static uint32_t mock_rank;
+static int mock_local_rank;
 
 struct plugin_state *plugin_state(void)
 {
@@ -65,7 +68,7 @@ int helper_bootstrap(const struct dt_config *cfg, char *const envp[],
 
 	(void)cfg, (void)rank0_host, (void)rank0_port_only, (void)out;
 	(void)store_fd;
-	snprintf(helper_secret, sizeof(helper_secret), "%s",
+	snprintf(helper_secret, sizeof(helper_secret), "%.*s", DT_SECRET_HEX,
 		 secret ? secret : "");
 	snprintf(helper_env_secret, sizeof(helper_env_secret), "%s",
 		 in_env ? in_env : "");
@@ -127,6 +130,12 @@ int exit_stacks_task(spank_t sp, const struct plugin_state *st,
 	return 0;
 }
 
+bool exit_stacks_named(const struct plugin_state *st)
+{
+	(void)st;
+	return false;
+}
+
 int torchrun_task_env(const struct plugin_state *st, char **envp,
 		      const char *step_id, struct dt_env *env, char *notes,
 		      size_t notes_len, char *err, size_t errlen)
@@ -164,10 +173,10 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 	va_start(ap, item);
 	switch (item) {
 	case S_TASK_GLOBAL_ID:
-		*va_arg(ap, uint32_t *) = 0;
+		*va_arg(ap, uint32_t *) = mock_rank;
 		break;
 	case S_TASK_ID:
-		*va_arg(ap, int *) = 0;
+		*va_arg(ap, int *) = mock_local_rank;
 		break;
 	case S_JOB_ENV:
 		*va_arg(ap, char ***) = current_env;
@@ -234,6 +243,8 @@ static void setup_task(void)
 	moves = 0;
 	nmade = 0;
 
+	mock_rank = 0;
+	mock_local_rank = 0;
 	memset(&mock_state, 0, sizeof(mock_state));
 	dt_config_init(&mock_state.step);
 	mock_state.step.enabled = true;
@@ -257,6 +268,8 @@ static void setup_task(void)
 
 static void teardown_task(void)
 {
+	dt_node_env_free(&mock_state.node_env);
+	dt_env_free(&mock_state.node_reads.seen);
 	for (unsigned i = 0; i < moves; i++)
 		free(moved_away[i]);
 	for (size_t i = 0; i < nmade; i++)
@@ -327,48 +340,50 @@ static void test_environment_set(void)
 #define OTHER_SECRET "ffeeddccbbaa99887766554433221100" \
 		     "ffeeddccbbaa99887766554433221100"
 
-/* The step's secret leaves the task's environment, helper or not, failed
- * or not; the helper gets it on its own. */
+/* The step's secret leaves the step's environment once a node, before
+ * any task, with what else srun handed the plugin (step_env.c); each task
+ * has it from slurmstepd, and the helper gets it on its own. */
 static void test_secret_taken_out(void)
 {
 	char out[8192];
-
-	setup_task();
-	task_env[4] = DT_SECRET_ENV "=" SECRET;
-	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
-	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
-	CU_ASSERT_STRING_EQUAL(env_value("RANK"), "0");
-	teardown_task();
-
-	setup_task();
-	task_env[4] = DT_SECRET_ENV "=" SECRET;
-	mock_state.step.check = true;	/* the helper runs, and fails */
-	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
-	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
-	CU_ASSERT_STRING_EQUAL(helper_env_secret, "");
-	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
-	teardown_task();
 
 	/* One the user exported for dist-train exec goes too; srun's wins. */
 	setup_task();
 	task_env[4] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
 	task_env[5] = DT_SECRET_ENV "=" SECRET;
-	mock_state.step.check = true;
-	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
-	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
+	task_env[6] = DT_WATCH_PORT_ENV "=40000";
+	task_env[7] = DT_RANK0_HOST_ENV "=n3";
+	take_srun_env(NULL, &mock_state);
+	CU_ASSERT_STRING_EQUAL(mock_state.secret_hex, SECRET);
+	CU_ASSERT_STRING_EQUAL(mock_state.rank0_host, "n3");
 	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
 	CU_ASSERT_PTR_NULL(env_value(DT_USER_SECRET_ENV));
+	CU_ASSERT_PTR_NULL(env_value(DT_WATCH_PORT_ENV));
+	CU_ASSERT_PTR_NULL(env_value(DT_RANK0_HOST_ENV));
+	mock_state.step.check = true;	/* the helper runs, and fails */
+	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
+	CU_ASSERT_STRING_EQUAL(helper_secret, SECRET);
+	CU_ASSERT_STRING_EQUAL(helper_env_secret, "");
 	teardown_task();
+
 	setup_task();
 	task_env[4] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
-	mock_state.step.check = true;
-	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
-	CU_ASSERT_STRING_EQUAL(helper_secret, OTHER_SECRET);
+	take_srun_env(NULL, &mock_state);
+	CU_ASSERT_STRING_EQUAL(mock_state.secret_hex, OTHER_SECRET);
 	CU_ASSERT_PTR_NULL(env_value(DT_USER_SECRET_ENV));
 	teardown_task();
 
+	/* Not a secret: none is kept. */
+	setup_task();
+	task_env[4] = DT_SECRET_ENV "=00112233";
+	take_srun_env(NULL, &mock_state);
+	CU_ASSERT_STRING_EQUAL(mock_state.secret_hex, "");
+	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
+	teardown_task();
+
 	/* A node that does not give the step the environment, where srun
-	 * did (plugstack.conf differs): out all the same, nothing set. */
+	 * did (plugstack.conf differs): each task takes srun's out, and
+	 * sets nothing. */
 	setup_task();
 	task_env[4] = DT_SECRET_ENV "=" SECRET;
 	task_env[5] = DT_USER_SECRET_ENV "=" OTHER_SECRET;
@@ -379,13 +394,81 @@ static void test_secret_taken_out(void)
 	CU_ASSERT_PTR_NULL(env_value("RANK"));
 	teardown_task();
 
-	/* A node that failed before any task: out all the same. */
+	/* A node that failed before any task: the task fails. */
 	setup_task();
-	task_env[4] = DT_SECRET_ENV "=" SECRET;
 	snprintf(mock_state.node_error, sizeof(mock_state.node_error), "x");
 	CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), -1);
-	CU_ASSERT_PTR_NULL(env_value(DT_SECRET_ENV));
 	teardown_task();
+}
+
+/*
+ * Where the node set its part (slurmstepd.c), a task whose environment
+ * would make the same sets only its own: its ranks. One whose inputs
+ * differ, or where the node's values were changed since, works it all
+ * out, and ends with the same environment as the node's part would have
+ * given it.
+ */
+static void test_own_part(void)
+{
+	struct dt_env first = { 0 };
+	char out[8192], err[256];
+	unsigned before;
+
+	for (int changed = 0; changed < 4; changed++) {
+		setup_task();
+		/* Something every task takes out: each does it itself. */
+		if (changed == 3)
+			task_env[4] = "TORCHELASTIC_USE_AGENT_STORE=True";
+		mock_state.step.verbose = false;
+		mock_state.layout.world_size = 2;
+		mock_state.layout.local_size = 2;
+		mock_state.local_tasks = 2;
+		mock_rank = 1;
+		mock_local_rank = 1;
+		/* The node's part, made as user_init makes it. */
+		mock_state.node_reads.getenv = dt_envp_getenv;
+		mock_state.node_reads.arg = task_env;
+		CU_ASSERT_FATAL(task_train_env(&mock_state, 0, 0, "42.0",
+					       dt_env_reads_getenv,
+					       &mock_state.node_reads, &first,
+					       err, sizeof(err)) == 0);
+		CU_ASSERT_FATAL(dt_node_env_from(&first, dt_envp_getenv,
+						 task_env,
+						 &mock_state.node_env) == 0);
+		for (size_t i = 0; i < mock_state.node_env.set.count; i++)
+			spank_setenv(NULL, mock_state.node_env.set.entries[i].name,
+				     mock_state.node_env.set.entries[i].value, 1);
+		dt_env_free(&first);
+		if (changed == 1)	/* a value the node read, now other */
+			spank_setenv(NULL, "OMP_NUM_THREADS", "3", 1);
+		if (changed == 2)	/* a value the node set, now other */
+			spank_setenv(NULL, "MASTER_ADDR", "n8", 1);
+		before = moves;
+		CU_ASSERT_EQUAL(run_task_init(out, sizeof(out)), 0);
+		CU_ASSERT_STRING_EQUAL(env_value("RANK"), "1");
+		CU_ASSERT_STRING_EQUAL(env_value("LOCAL_RANK"), "1");
+		CU_ASSERT_STRING_EQUAL(env_value("ROLE_RANK"), "1");
+		CU_ASSERT_STRING_EQUAL(env_value("WORLD_SIZE"), "2");
+		CU_ASSERT_STRING_EQUAL(env_value("MASTER_PORT"), "20001");
+		if (changed == 0) {
+			/* Its three, and nothing else. */
+			CU_ASSERT_EQUAL(moves - before, 3);
+			CU_ASSERT_STRING_EQUAL(env_value("OMP_NUM_THREADS"),
+					       "1");
+		} else if (changed == 1) {
+			CU_ASSERT_STRING_EQUAL(env_value("OMP_NUM_THREADS"),
+					       "3");
+		} else if (changed == 3) {
+			CU_ASSERT_PTR_NULL(
+				env_value("TORCHELASTIC_USE_AGENT_STORE"));
+		} else {
+			CU_ASSERT_STRING_EQUAL(env_value("MASTER_ADDR"), "n8");
+			CU_ASSERT_STRING_EQUAL(
+				env_value("JAX_COORDINATOR_ADDRESS"),
+				"n8:20001");
+		}
+		teardown_task();
+	}
 }
 
 /* The verbose line names the node: read from the array as it is now. */
@@ -442,6 +525,7 @@ static void test_python_hook_first_on_pythonpath(void)
 static const struct unit_test tests[] = {
 	UNIT_TEST(test_environment_set),
 	UNIT_TEST(test_secret_taken_out),
+	UNIT_TEST(test_own_part),
 	UNIT_TEST(test_verbose_reads_the_moved_environment),
 	UNIT_TEST(test_python_hook_first_on_pythonpath),
 };

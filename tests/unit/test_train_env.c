@@ -612,6 +612,94 @@ static void test_node_env_undo(void)
 	dt_env_free(&first);
 }
 
+/* A task whose environment lacks a name the node set (its binding came
+ * out otherwise): the name goes back to what it was, unless changed. */
+static void test_node_env_complete(void)
+{
+	char *before[] = { "DIST_TRAIN_CPUS=7", NULL };
+	char *now[] = { "DIST_TRAIN_CPUS=0-3", "DIST_TRAIN_NUMA=0",
+			"DIST_TRAIN_BIND=x", "WORLD_SIZE=8", NULL };
+	struct dt_env node_part = { 0 }, task = { 0 };
+	struct dt_node_env node;
+
+	dt_env_add(&node_part, "DIST_TRAIN_CPUS", "0-3", DT_ENV_SET);
+	dt_env_add(&node_part, "DIST_TRAIN_NUMA", "0", DT_ENV_SET);
+	dt_env_add(&node_part, "DIST_TRAIN_BIND", "numa", DT_ENV_SET);
+	dt_env_add(&node_part, "WORLD_SIZE", "8", DT_ENV_SET);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_from(&node_part, dt_envp_getenv,
+					       before, &node), 0);
+	dt_env_add(&task, "WORLD_SIZE", "8", DT_ENV_SET);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_complete(&node, dt_envp_getenv, now,
+						   &task), 0);
+	CU_ASSERT_EQUAL(task.count, 3);
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&task, "DIST_TRAIN_CPUS"), "7");
+	CU_ASSERT_EQUAL(action(&task, "DIST_TRAIN_CPUS"), DT_ENV_SET);
+	CU_ASSERT_EQUAL(action(&task, "DIST_TRAIN_NUMA"), DT_ENV_UNSET);
+	/* Changed since by someone else: it stands. */
+	CU_ASSERT_PTR_NULL(dt_env_find(&task, "DIST_TRAIN_BIND"));
+	/* Taken out again, one entry at a time. */
+	dt_env_remove(&task, 0);
+	CU_ASSERT_EQUAL(task.count, 2);
+	CU_ASSERT_PTR_NULL(dt_env_find(&task, "WORLD_SIZE"));
+	dt_env_remove(&task, 9);
+	CU_ASSERT_EQUAL(task.count, 2);
+	dt_env_free(&task);
+	dt_node_env_free(&node);
+	dt_env_free(&node_part);
+}
+
+/* What the node's part was made from, and whether a task's environment
+ * would make the same; whether the node's values still stand. */
+static void test_node_env_reads(void)
+{
+	char *step[] = { "MASTER_PORT=1234", "A=1", NULL };
+	char *same[] = { "A=1", "MASTER_PORT=1234", "B=2", NULL };
+	char *other[] = { "MASTER_PORT=1235", "A=1", NULL };
+	char *more[] = { "MASTER_PORT=1234", "OMP_NUM_THREADS=4", NULL };
+	struct dt_env_reads reads = { dt_envp_getenv, step, { 0 }, false };
+	struct dt_env first = { 0 };
+	struct dt_node_env node;
+	char *now[] = { "WORLD_SIZE=8", NULL }, *changed[] = { NULL };
+
+	CU_ASSERT_STRING_EQUAL(dt_env_reads_getenv("MASTER_PORT", &reads),
+			       "1234");
+	CU_ASSERT_PTR_NULL(dt_env_reads_getenv("OMP_NUM_THREADS", &reads));
+	CU_ASSERT_STRING_EQUAL(dt_env_reads_getenv("MASTER_PORT", &reads),
+			       "1234");
+	CU_ASSERT_EQUAL(reads.seen.count, 2);
+	/* Names it never read do not count. */
+	CU_ASSERT_TRUE(dt_env_reads_same(&reads, dt_envp_getenv, same));
+	CU_ASSERT_FALSE(dt_env_reads_same(&reads, dt_envp_getenv, other));
+	/* Absent then, there now. */
+	CU_ASSERT_FALSE(dt_env_reads_same(&reads, dt_envp_getenv, more));
+	reads.failed = true;
+	CU_ASSERT_FALSE(dt_env_reads_same(&reads, dt_envp_getenv, same));
+	dt_env_free(&reads.seen);
+
+	dt_env_add(&first, "WORLD_SIZE", "8", DT_ENV_SET);
+	CU_ASSERT_EQUAL_FATAL(dt_node_env_from(&first, dt_envp_getenv,
+					       changed, &node), 0);
+	CU_ASSERT_TRUE(dt_node_env_intact(&node, dt_envp_getenv, now));
+	CU_ASSERT_FALSE(dt_node_env_intact(&node, dt_envp_getenv, changed));
+	dt_node_env_free(&node);
+	dt_env_free(&first);
+}
+
+/* A task's own part: its ranks, and only those. */
+static void test_train_env_task(void)
+{
+	struct dt_env env = { 0 };
+
+	CU_ASSERT_EQUAL_FATAL(dt_train_env_task(9, 1, &env), 0);
+	CU_ASSERT_EQUAL(env.count, 3);
+	for (size_t i = 0; i < env.count; i++)
+		CU_ASSERT_TRUE(dt_train_env_per_task(env.entries[i].name));
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "RANK"), "9");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "LOCAL_RANK"), "1");
+	CU_ASSERT_STRING_EQUAL(dt_env_get(&env, "ROLE_RANK"), "9");
+	dt_env_free(&env);
+}
+
 static void test_entry_changes(void)
 {
 	char *envp[] = { "A=1", NULL };
@@ -670,6 +758,9 @@ static const struct unit_test tests[] = {
 	UNIT_TEST(test_node_env_round_trip),
 	UNIT_TEST(test_node_env_view),
 	UNIT_TEST(test_node_env_undo),
+	UNIT_TEST(test_node_env_complete),
+	UNIT_TEST(test_node_env_reads),
+	UNIT_TEST(test_train_env_task),
 	UNIT_TEST(test_entry_changes),
 };
 
