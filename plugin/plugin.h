@@ -6,6 +6,7 @@
  *   srun.c         srun, sbatch, salloc: validation before anything runs
  *   slurmstepd.c   once per node and step: the node's layout and ports
  *   step_env.c     ... and srun's variables for the plugin alone, taken
+ *                  out of the step's environment before any task
  *   task.c         each task, just before exec: its environment
  *   helper.c       ... computed by the dist-train helper, with PMIx
  *   member.c       ... or, in a lean PMIx step, without it: a member's,

@@ -360,7 +360,7 @@ int task_init(spank_t sp)
 	struct dt_env env = { 0 };
 	struct dt_node_env_view view;
 	char step_id[32], err[sizeof(st->node_error)], notes[512] = "";
-	/* slurmstepd took them out of the environment (slurmstepd.c). */
+	/* slurmstepd took them out of the environment (step_env.c). */
 	const char *secret = st->secret_hex, *hostfile_host = st->rank0_host;
 	char *line = NULL, *peers = NULL;
 	char **envp = NULL;
